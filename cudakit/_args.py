@@ -1,0 +1,73 @@
+"""Argument checks shared by every op. Everything here runs before any launch."""
+from __future__ import annotations
+
+import numpy as np
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _cupy():
+    import cupy
+
+    return cupy
+
+
+def device_array(op: str, name: str, x, ndim: int | tuple[int, ...]):
+    cupy = _cupy()
+    if not isinstance(x, cupy.ndarray):
+        hint = "; move it to the GPU with cupy.asarray() first" if isinstance(x, (np.ndarray, list, tuple)) else ""
+        raise TypeError(f"cudakit.{op}: {name} must be a cupy.ndarray, got {type(x).__module__}.{type(x).__name__}{hint}")
+    ndims = (ndim,) if isinstance(ndim, int) else ndim
+    if x.ndim not in ndims:
+        want = " or ".join(f"{d}-D" for d in ndims)
+        raise ValueError(f"cudakit.{op}: {name} must be {want}, got {x.ndim}-D with shape {x.shape}")
+    return x
+
+
+def same_dtype(op: str, arrays: dict, allowed=FLOATS) -> np.dtype:
+    dtypes = {name: a.dtype for name, a in arrays.items()}
+    first = next(iter(dtypes.values()))
+    if any(d != first for d in dtypes.values()):
+        listed = ", ".join(f"{n}: {d}" for n, d in dtypes.items())
+        raise TypeError(f"cudakit.{op}: operands must share one dtype, got {listed} (cast explicitly with .astype())")
+    if first not in allowed:
+        raise TypeError(f"cudakit.{op}: unsupported dtype {first}; supported: {', '.join(str(d) for d in allowed)}")
+    return first
+
+
+def same_device(op: str, arrays: dict) -> int:
+    devices = {name: a.device.id for name, a in arrays.items()}
+    first = next(iter(devices.values()))
+    if any(d != first for d in devices.values()):
+        listed = ", ".join(f"{n} on device {d}" for n, d in devices.items())
+        raise ValueError(f"cudakit.{op}: arrays must be on one device, got {listed}")
+    return first
+
+
+def output(op: str, out, shape: tuple, dtype: np.dtype, device_id: int, inputs: dict):
+    """Validate `out=` like cupy.matmul does (exact shape and dtype, C-contiguous) or allocate it."""
+    cupy = _cupy()
+    if out is None:
+        with cupy.cuda.Device(device_id):
+            return cupy.empty(shape, dtype)
+    if not isinstance(out, cupy.ndarray):
+        raise TypeError(f"cudakit.{op}: out must be a cupy.ndarray, got {type(out).__name__}")
+    if out.shape != tuple(shape):
+        raise ValueError(f"cudakit.{op}: out has shape {out.shape}, the result has shape {tuple(shape)}")
+    if out.dtype != dtype:
+        raise TypeError(f"cudakit.{op}: out has dtype {out.dtype}, the result has dtype {dtype}")
+    if not out.flags.c_contiguous:
+        raise ValueError(f"cudakit.{op}: out must be C-contiguous")
+    if out.device.id != device_id:
+        raise ValueError(f"cudakit.{op}: out is on device {out.device.id}, the inputs on device {device_id}")
+    for name, a in inputs.items():
+        if out.size and a.size and cupy.may_share_memory(out, a):
+            raise ValueError(f"cudakit.{op}: out overlaps {name}; pass a separate output array")
+    return out
+
+
+def contiguous_or_copy(x):
+    """x if it is C- or F-contiguous (the kernels read both), else a C-contiguous copy (documented)."""
+    if x.flags.c_contiguous or x.flags.f_contiguous:
+        return x
+    return _cupy().ascontiguousarray(x)

@@ -1,0 +1,47 @@
+"""The Variant record: the one table of kernels that the API, the tests and the bench all read."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+OPS = ("matvec", "matmul", "transpose", "dot")
+
+
+@dataclass(frozen=True)
+class Variant:
+    op: str
+    name: str
+    lesson: str  # one line: what this variant demonstrates
+    run: Callable = field(repr=False, compare=False)  # family-specific launcher
+    seed: bool = False  # a kernel from the seed articles (kept as the lesson, bugs fixed)
+    diagnostic: bool = False  # bench-only: its output is not op's result (never reachable through the API)
+
+
+_TABLE: dict[str, dict[str, Variant]] = {}
+
+
+def register(op: str, rows: list[Variant]) -> dict[str, Variant]:
+    table = _TABLE.setdefault(op, {})
+    for row in rows:
+        assert row.op == op and row.name not in table, row
+        table[row.name] = row
+    return table
+
+
+def _load_families() -> None:
+    from . import dot, matmul, matvec, transpose  # noqa: F401  (each registers its table on import)
+
+
+def variants(op: str, *, diagnostics: bool = False) -> tuple[Variant, ...]:
+    """The variants of `op` in lesson order (seed kernels first, the fast one last)."""
+    _load_families()
+    if op not in _TABLE:
+        raise ValueError(f"cudakit.variants: unknown op {op!r}; valid ops: {', '.join(OPS)}")
+    return tuple(v for v in _TABLE[op].values() if diagnostics or not v.diagnostic)
+
+
+def lookup(op: str, name: str) -> Variant:
+    rows = {v.name: v for v in variants(op)}
+    if not isinstance(name, str) or name not in rows:
+        raise ValueError(f"cudakit.{op}: unknown variant {name!r}; valid variants: {', '.join(rows)}")
+    return rows[name]

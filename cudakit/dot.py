@@ -1,0 +1,91 @@
+"""Dot product of two vectors: cudakit.dot(a, b) -> 0-d array, like cupy.dot."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _args, _check
+from ._compile import kernel, launch
+from ._device import COUNTER_BYTES, scratch, sm_count
+from ._variants import Variant, lookup, register
+
+FAMILY = "dot"
+SEED_THREADS, SEED_MAX_BLOCKS = 512, 32  # seed 004's threadsPerBlock and its cap on blocks
+FAST_THREADS, FAST_UNROLL = 256, 4
+FAST_BLOCKS_PER_SM = 8  # 2048 resident threads per SM / 256
+
+
+def _ctype(dtype) -> str:
+    return {np.float32: "float", np.float64: "double"}[np.dtype(dtype).type]
+
+
+def instantiations(dtype) -> tuple[str, ...]:
+    t = _ctype(dtype)
+    return (f"gpu_dot<{t}>", f"sum_partials<{t}>") + tuple(
+        f"dot_onepass<{t}, {vec}, {FAST_UNROLL}>" for vec in ("true", "false")
+    )
+
+
+def _kernel(name: str, dtype):
+    return kernel(FAMILY, name, instantiations(dtype))
+
+
+def _run_seed(a, b, out):
+    n, t = a.size, _ctype(a.dtype)
+    blocks = min(SEED_MAX_BLOCKS, -(-n // SEED_THREADS))
+    partial = scratch(COUNTER_BYTES + blocks * a.itemsize)[COUNTER_BYTES:].view(a.dtype)[:blocks]
+    launch(_kernel(f"gpu_dot<{t}>", a.dtype), (blocks,), (SEED_THREADS,), (a, b, partial, np.int64(n)),
+           shared_mem=SEED_THREADS * a.itemsize)
+    launch(_kernel(f"sum_partials<{t}>", a.dtype), (1,), (256,), (partial, np.int32(blocks), out))
+
+
+def _run_fast(a, b, out):
+    n, t = a.size, _ctype(a.dtype)
+    width = 16 // a.itemsize
+    vector = a.data.ptr % 16 == 0 and b.data.ptr % 16 == 0
+    per_block = FAST_THREADS * FAST_UNROLL * (width if vector else 1)
+    blocks = max(1, min(sm_count(a.device.id) * FAST_BLOCKS_PER_SM, -(-n // per_block)))
+    buf = scratch(COUNTER_BYTES + blocks * a.itemsize)
+    counter = buf[:4].view(np.uint32)
+    partial = buf[COUNTER_BYTES:].view(a.dtype)[:blocks]
+    fn = _kernel(f"dot_onepass<{t}, {'true' if vector else 'false'}, {FAST_UNROLL}>", a.dtype)
+    launch(fn, (blocks,), (FAST_THREADS,), (a, b, np.int64(n), partial, counter, out))
+
+
+VARIANTS = register(FAMILY, [
+    Variant(FAMILY, "gpu_dot", "shared-memory tree reduction, 32 blocks of 512 threads (seed 004), finished by a second one-block launch",
+            _run_seed, seed=True),
+    Variant(FAMILY, "fast", "one pass: 16-byte loads, warp shuffles, a full GPU of blocks, the last block finishes the sum",
+            _run_fast),
+])
+
+
+def dot(a, b, *, out=None, variant: str = "fast", check: bool | None = None):
+    """a . b for 1-D float32/float64 CuPy arrays of equal length, as a 0-d array on the device (like cupy.dot).
+
+    Runs on CuPy's current stream with no synchronisation. Non-contiguous inputs are copied first.
+    """
+    a = _args.device_array("dot", "a", a, 1)
+    b = _args.device_array("dot", "b", b, 1)
+    if a.shape != b.shape:
+        raise ValueError(f"cudakit.dot: a has shape {a.shape} and b has shape {b.shape}; they must match")
+    dtype = _args.same_dtype("dot", {"a": a, "b": b})
+    device_id = _args.same_device("dot", {"a": a, "b": b})
+    run = lookup("dot", variant).run
+    out = _args.output("dot", out, (), dtype, device_id, {"a": a, "b": b})
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        if a.size == 0:
+            out.fill(0)
+            return out
+        a, b = cupy.ascontiguousarray(a), cupy.ascontiguousarray(b)
+        run(a, b, out)
+        if _check.enabled(check):
+            a64, b64 = a.astype(cupy.float64), b.astype(cupy.float64)
+            _check.verify("dot", variant, out, a64 @ b64, cupy.abs(a64) @ cupy.abs(b64), dtype, a.size)
+    return out
+
+
+def instantiation_groups():
+    """Every module this family builds (one per dtype), for the GPU-less compile check."""
+    return [instantiations(np.float32), instantiations(np.float64)]

@@ -1,0 +1,29 @@
+// Shared by every kernel family. NVRTC compiles these without the standard headers.
+#pragma once
+
+// Element counts and offsets are 64-bit: a 46341 x 46341 matrix already has more than 2^31 elements.
+typedef long long index_t;
+
+template <typename T> struct Vec16;  // the 16-byte vector holding 16 / sizeof(T) elements of T
+template <> struct Vec16<float> { typedef float4 type; static const int n = 4; };
+template <> struct Vec16<double> { typedef double2 type; static const int n = 2; };
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+// Sum of v over the block (all threads must call; blockDim.x a multiple of 32). The result is valid in thread 0.
+template <typename T>
+__device__ __forceinline__ T block_sum(T v, T* scratch /* >= 32 elements of shared memory */) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();  // an earlier call's readers of scratch are done
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = threadIdx.x < (blockDim.x >> 5) ? scratch[threadIdx.x] : T(0);
+    if (warp == 0) v = warp_sum(v);
+    return v;
+}

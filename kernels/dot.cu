@@ -1,0 +1,108 @@
+// Dot product: a shared-memory tree reduction (seed 004), then a one-pass reduction that finishes on the device.
+#include "common.cuh"
+
+// Seed kernel. Fixes: n, the block size and the block count are parameters instead of #defines; the shared
+// array is dynamic (blockDim.x elements, a power of two); the index is 64-bit.
+template <typename T>
+__global__ void gpu_dot(const T* d_a, const T* d_b, T* d_c, index_t n) {
+    extern __shared__ unsigned char partial_sum_bytes[];
+    T* partial_sum = reinterpret_cast<T*>(partial_sum_bytes);
+    index_t tid = threadIdx.x + (index_t)blockIdx.x * blockDim.x;
+    int index = threadIdx.x;
+    T sum = 0;
+    while (tid < n) {
+        sum += d_a[tid] * d_b[tid];
+        tid += (index_t)blockDim.x * gridDim.x;
+    }
+    partial_sum[index] = sum;
+    __syncthreads();
+    int i = blockDim.x / 2;
+    while (i != 0) {
+        if (index < i) partial_sum[index] += partial_sum[index + i];
+        __syncthreads();
+        i /= 2;
+    }
+    if (index == 0) d_c[blockIdx.x] = partial_sum[0];
+}
+
+// The seed leaves the per-block sums to the host (a copy and a synchronisation); this one block finishes them.
+template <typename T>
+__global__ void sum_partials(const T* partial, int count, T* out) {
+    __shared__ T scratch[32];
+    T v = 0;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) v += partial[i];
+    v = block_sum(v, scratch);
+    if (threadIdx.x == 0) *out = v;
+}
+
+// Fast: 16-byte loads with UNROLL independent accumulators per thread, warp shuffles instead of a shared-memory
+// tree, enough blocks to fill the GPU, and the last block to finish adds the per-block sums in a fixed order
+// (deterministic), so a single launch leaves the result on the device.
+template <typename T, bool VECTOR, int UNROLL>
+__global__ void __launch_bounds__(256) dot_onepass(const T* __restrict__ a, const T* __restrict__ b, index_t n,
+                                                   T* __restrict__ partial, unsigned int* __restrict__ blocks_done,
+                                                   T* __restrict__ out) {
+    __shared__ T scratch[32];
+    __shared__ bool is_last;
+    typedef typename Vec16<T>::type V;
+    const int W = VECTOR ? Vec16<T>::n : 1;
+    const index_t stride = (index_t)gridDim.x * blockDim.x;
+    const index_t nvec = n / W;
+    T acc[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) acc[u] = 0;
+
+    index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (VECTOR) {
+        const V* va = reinterpret_cast<const V*>(a);
+        const V* vb = reinterpret_cast<const V*>(b);
+        for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
+            V x[UNROLL], y[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) { x[u] = va[i + u * stride]; y[u] = vb[i + u * stride]; }
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const T* xs = reinterpret_cast<const T*>(&x[u]);
+                const T* ys = reinterpret_cast<const T*>(&y[u]);
+#pragma unroll
+                for (int w = 0; w < W; ++w) acc[u] += xs[w] * ys[w];
+            }
+        }
+        for (; i < nvec; i += stride) {
+            V x = va[i], y = vb[i];
+            const T* xs = reinterpret_cast<const T*>(&x);
+            const T* ys = reinterpret_cast<const T*>(&y);
+#pragma unroll
+            for (int w = 0; w < W; ++w) acc[0] += xs[w] * ys[w];
+        }
+        // the n % W tail elements
+        i = nvec * W + (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+        for (; i < n; i += stride) acc[0] += a[i] * b[i];
+    } else {
+        for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) acc[u] += a[i + u * stride] * b[i + u * stride];
+        }
+        for (; i < n; i += stride) acc[0] += a[i] * b[i];
+    }
+    T v = 0;
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) v += acc[u];
+    v = block_sum(v, scratch);
+
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = v;
+        __threadfence();  // publish this block's sum before counting it as done
+        is_last = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();  // see every other block's published sum
+    T total = 0;
+    for (int j = threadIdx.x; j < (int)gridDim.x; j += blockDim.x) total += ((volatile T*)partial)[j];
+    total = block_sum(total, scratch);
+    if (threadIdx.x == 0) {
+        *out = total;
+        *blocks_done = 0;  // ready for the next launch on this stream
+    }
+}

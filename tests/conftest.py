@@ -1,0 +1,68 @@
+"""Shared test helpers: GPU detection, fresh random inputs, poisoned outputs, float64 relative-error checks."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_unavailable_reason() -> str | None:
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return None
+        return "no CUDA GPU visible"
+    except Exception as exc:  # no driver, no device, no CuPy
+        return f"no usable CUDA GPU ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = gpu_unavailable_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"needs a GPU: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped, with the reason, where there is none)")
+
+
+def random_array(shape, dtype, order="C", low=0.5, high=1.5):
+    """Fresh uniform random data every call (never zeros; positive, so ||ref|| carries no cancellation)."""
+    import cupy
+
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        x = cupy.random.uniform(low, high, size=shape).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        x = cupy.random.randint(info.min, info.max, size=shape, dtype=np.int64).astype(dtype)
+    return cupy.asarray(x, order=order)
+
+
+def poisoned(shape, dtype):
+    """An output buffer full of NaN (floats) or a fixed bit pattern: an element the kernel skips stays wrong."""
+    import cupy
+
+    dtype = np.dtype(dtype)
+    out = cupy.empty(shape, dtype)
+    if dtype.kind == "f":
+        out.fill(np.nan)
+    else:
+        out.view(np.uint8).fill(0xA5)
+    return out
+
+
+def assert_close(out, ref64, dtype, k, what=""):
+    """||out - ref|| / ||ref|| within cudakit's tolerance for k-term sums in dtype (NaN fails)."""
+    from cudakit import _check
+
+    err = _check.relative_error(out, ref64)
+    tol = _check.tolerance(dtype, k)
+    assert err <= tol, f"{what}: relative error {err:.3e} > {tol:.1e}"
