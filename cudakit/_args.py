@@ -1,6 +1,8 @@
 """Argument checks shared by every op. Everything here runs before any launch."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -48,7 +50,7 @@ def output(op: str, out, shape: tuple, dtype: np.dtype, device_id: int, inputs: 
     """Validate `out=` like cupy.matmul does (exact shape and dtype, C-contiguous) or allocate it."""
     cupy = _cupy()
     if out is None:
-        with cupy.cuda.Device(device_id):
+        with on_device(device_id):
             return cupy.empty(shape, dtype)
     if not isinstance(out, cupy.ndarray):
         raise TypeError(f"cudakit.{op}: out must be a cupy.ndarray, got {type(out).__name__}")
@@ -71,3 +73,11 @@ def contiguous_or_copy(x):
     if x.flags.c_contiguous or x.flags.f_contiguous:
         return x
     return _cupy().ascontiguousarray(x)
+
+
+def on_device(device_id: int):
+    """Run on the inputs' device; free when it already is the current one (the usual case)."""
+    cupy = _cupy()
+    if cupy.cuda.runtime.getDevice() == device_id:
+        return contextlib.nullcontext()
+    return cupy.cuda.Device(device_id)

@@ -41,15 +41,20 @@ def _module(family: str, expressions: tuple[str, ...], device_id: int):
     return mod
 
 
+@functools.lru_cache(maxsize=None)
+def _kernel(family: str, expression: str, expressions: tuple[str, ...], device_id: int):
+    return _module(family, expressions, device_id).get_function(expression)
+
+
 def kernel(family: str, expression: str, expressions: tuple[str, ...]):
     """The compiled kernel `expression` (a template instantiation such as 'gpu_dot<float>') of `family`.
 
     `expressions` is every instantiation built with it into one module (a family passes all of a dtype's),
-    so one compile serves every variant of that dtype on the current device.
+    so one compile serves every variant of that dtype on the current device. Cached: a hot call costs a lookup.
     """
     import cupy
 
-    return _module(family, expressions, cupy.cuda.Device().id).get_function(expression)
+    return _kernel(family, expression, expressions, cupy.cuda.runtime.getDevice())
 
 
 def launch(fn, grid, block, args, shared_mem: int = 0) -> None:

@@ -41,7 +41,8 @@ def variants(op: str, *, diagnostics: bool = False) -> tuple[Variant, ...]:
 
 
 def lookup(op: str, name: str) -> Variant:
-    rows = {v.name: v for v in variants(op)}
-    if not isinstance(name, str) or name not in rows:
-        raise ValueError(f"cudakit.{op}: unknown variant {name!r}; valid variants: {', '.join(rows)}")
-    return rows[name]
+    row = _TABLE.get(op, {}).get(name) if isinstance(name, str) else None
+    if row is None or row.diagnostic:
+        valid = ", ".join(v.name for v in variants(op))
+        raise ValueError(f"cudakit.{op}: unknown variant {name!r}; valid variants: {valid}")
+    return row

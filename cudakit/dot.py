@@ -1,6 +1,9 @@
 """Dot product of two vectors: cudakit.dot(a, b) -> 0-d array, like cupy.dot."""
 from __future__ import annotations
 
+import functools
+
+import cupy
 import numpy as np
 
 from . import _args, _check
@@ -18,6 +21,7 @@ def _ctype(dtype) -> str:
     return {np.float32: "float", np.float64: "double"}[np.dtype(dtype).type]
 
 
+@functools.lru_cache(maxsize=None)
 def instantiations(dtype) -> tuple[str, ...]:
     t = _ctype(dtype)
     return (f"gpu_dot<{t}>", f"sum_partials<{t}>") + tuple(
@@ -26,7 +30,7 @@ def instantiations(dtype) -> tuple[str, ...]:
 
 
 def _kernel(name: str, dtype):
-    return kernel(FAMILY, name, instantiations(dtype))
+    return kernel(FAMILY, name, instantiations(np.dtype(dtype)))
 
 
 def _run_seed(a, b, out):
@@ -72,9 +76,7 @@ def dot(a, b, *, out=None, variant: str = "fast", check: bool | None = None):
     device_id = _args.same_device("dot", {"a": a, "b": b})
     run = lookup("dot", variant).run
     out = _args.output("dot", out, (), dtype, device_id, {"a": a, "b": b})
-    import cupy
-
-    with cupy.cuda.Device(device_id):
+    with _args.on_device(device_id):
         if a.size == 0:
             out.fill(0)
             return out

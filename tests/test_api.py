@@ -1,0 +1,35 @@
+"""GPU-less: the package imports without a GPU and its variant tables are complete and well formed."""
+import subprocess
+import sys
+
+import pytest
+
+import cudakit
+from cudakit import _compile, _variants
+
+
+def test_import_needs_no_gpu():
+    code = "import cudakit; print(sorted(cudakit.__all__))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"CUDA_VISIBLE_DEVICES": "", "PATH": ""})
+    assert res.returncode == 0, res.stderr
+    assert "matmul" in res.stdout
+
+
+@pytest.mark.parametrize("op", _variants.OPS)
+def test_every_op_has_seed_variants_and_a_fast_one(op):
+    rows = cudakit.variants(op)
+    names = [v.name for v in rows]
+    assert "fast" in names
+    assert any(v.seed for v in rows), f"{op} has no seed variant"
+    for v in cudakit.variants(op, diagnostics=True):
+        assert v.op == op and v.lesson and "\n" not in v.lesson and callable(v.run)
+
+
+def test_unknown_op_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="matvec, matmul, transpose, dot"):
+        cudakit.variants("conv")
+
+
+def test_kernel_sources_ship_with_the_package():
+    for family in ("matvec", "matmul", "transpose", "dot"):
+        assert "__global__" in _compile.source(family)
