@@ -27,23 +27,22 @@ def device_array(op: str, name: str, x, ndim: int | tuple[int, ...]):
 
 
 def same_dtype(op: str, arrays: dict, allowed=FLOATS) -> np.dtype:
-    dtypes = {name: a.dtype for name, a in arrays.items()}
-    first = next(iter(dtypes.values()))
-    if any(d != first for d in dtypes.values()):
-        listed = ", ".join(f"{n}: {d}" for n, d in dtypes.items())
+    dtypes = [a.dtype for a in arrays.values()]
+    first = dtypes[0]
+    if all(d == first for d in dtypes) and first in allowed:
+        return first
+    if any(d != first for d in dtypes):
+        listed = ", ".join(f"{n}: {a.dtype}" for n, a in arrays.items())
         raise TypeError(f"cudakit.{op}: operands must share one dtype, got {listed} (cast explicitly with .astype())")
-    if first not in allowed:
-        raise TypeError(f"cudakit.{op}: unsupported dtype {first}; supported: {', '.join(str(d) for d in allowed)}")
-    return first
+    raise TypeError(f"cudakit.{op}: unsupported dtype {first}; supported: {', '.join(str(d) for d in allowed)}")
 
 
 def same_device(op: str, arrays: dict) -> int:
-    devices = {name: a.device.id for name, a in arrays.items()}
-    first = next(iter(devices.values()))
-    if any(d != first for d in devices.values()):
-        listed = ", ".join(f"{n} on device {d}" for n, d in devices.items())
+    devices = [a.data.device_id for a in arrays.values()]
+    if any(d != devices[0] for d in devices):
+        listed = ", ".join(f"{n} on device {a.data.device_id}" for n, a in arrays.items())
         raise ValueError(f"cudakit.{op}: arrays must be on one device, got {listed}")
-    return first
+    return devices[0]
 
 
 def output(op: str, out, shape: tuple, dtype: np.dtype, device_id: int, inputs: dict):
@@ -60,8 +59,8 @@ def output(op: str, out, shape: tuple, dtype: np.dtype, device_id: int, inputs: 
         raise TypeError(f"cudakit.{op}: out has dtype {out.dtype}, the result has dtype {dtype}")
     if not out.flags.c_contiguous:
         raise ValueError(f"cudakit.{op}: out must be C-contiguous")
-    if out.device.id != device_id:
-        raise ValueError(f"cudakit.{op}: out is on device {out.device.id}, the inputs on device {device_id}")
+    if out.data.device_id != device_id:
+        raise ValueError(f"cudakit.{op}: out is on device {out.data.device_id}, the inputs on device {device_id}")
     for name, a in inputs.items():
         if out.size and a.size and cupy.may_share_memory(out, a):
             raise ValueError(f"cudakit.{op}: out overlaps {name}; pass a separate output array")

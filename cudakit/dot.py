@@ -36,7 +36,7 @@ def _kernel(name: str, dtype):
 def _run_seed(a, b, out):
     n, t = a.size, _ctype(a.dtype)
     blocks = min(SEED_MAX_BLOCKS, -(-n // SEED_THREADS))
-    partial = scratch(COUNTER_BYTES + blocks * a.itemsize)[COUNTER_BYTES:].view(a.dtype)[:blocks]
+    partial = np.uint64(scratch(COUNTER_BYTES + blocks * a.itemsize) + COUNTER_BYTES)
     launch(_kernel(f"gpu_dot<{t}>", a.dtype), (blocks,), (SEED_THREADS,), (a, b, partial, np.int64(n)),
            shared_mem=SEED_THREADS * a.itemsize)
     launch(_kernel(f"sum_partials<{t}>", a.dtype), (1,), (256,), (partial, np.int32(blocks), out))
@@ -47,10 +47,9 @@ def _run_fast(a, b, out):
     width = 16 // a.itemsize
     vector = a.data.ptr % 16 == 0 and b.data.ptr % 16 == 0
     per_block = FAST_THREADS * FAST_UNROLL * (width if vector else 1)
-    blocks = max(1, min(sm_count(a.device.id) * FAST_BLOCKS_PER_SM, -(-n // per_block)))
-    buf = scratch(COUNTER_BYTES + blocks * a.itemsize)
-    counter = buf[:4].view(np.uint32)
-    partial = buf[COUNTER_BYTES:].view(a.dtype)[:blocks]
+    blocks = max(1, min(sm_count(a.data.device_id) * FAST_BLOCKS_PER_SM, -(-n // per_block)))
+    base = scratch(COUNTER_BYTES + blocks * a.itemsize)
+    counter, partial = np.uint64(base), np.uint64(base + COUNTER_BYTES)
     fn = _kernel(f"dot_onepass<{t}, {'true' if vector else 'false'}, {FAST_UNROLL}>", a.dtype)
     launch(fn, (blocks,), (FAST_THREADS,), (a, b, np.int64(n), partial, counter, out))
 
@@ -80,7 +79,10 @@ def dot(a, b, *, out=None, variant: str = "fast", check: bool | None = None):
         if a.size == 0:
             out.fill(0)
             return out
-        a, b = cupy.ascontiguousarray(a), cupy.ascontiguousarray(b)
+        if not a.flags.c_contiguous:
+            a = cupy.ascontiguousarray(a)
+        if not b.flags.c_contiguous:
+            b = cupy.ascontiguousarray(b)
         run(a, b, out)
         if _check.enabled(check):
             a64, b64 = a.astype(cupy.float64), b.astype(cupy.float64)
