@@ -1,13 +1,189 @@
-"""Placeholder while the matmul family is written: keeps the package importable."""
-from ._variants import register
+"""Matrix product of two matrices: cudakit.matmul(A, B) -> C = A @ B, C-contiguous, like cupy.matmul for 2-D."""
+from __future__ import annotations
+
+import functools
+
+import cupy
+import numpy as np
+
+from . import _args, _check, _tune
+from ._compile import kernel, launch
+from ._device import sm_count
+from ._tune import Tile, simt
+from ._variants import Variant, lookup, register
 
 FAMILY = "matmul"
-VARIANTS = register(FAMILY, [])
+SEED_KERNELS = ("cu_matmul", "MatmulKernel", "cu_matmul_sm", "MatmulSharedStaticKernel", "MatmulSharedDynamicKernel",
+                "MatmulSharedStaticConflictPadKernel", "MatmulSharedDynamicConflictPadKernel")
+SEED_TPB = 32  # seed 001: tpb = warp size, blocks of tpb x tpb
+SEED_BLOCKSIZE = 16  # seed 002: #define BLOCKSIZE 16 (MatmulKernel too: dimBlock(blockSize, blockSize))
+SEED_DYNAMIC_BLOCKSIZE = 32  # seed 002's dynamic kernels take blockSize at launch; 32 shows a full warp's banks
+MAX_GRID_Y = 65535  # the seed kernels' 2-D grids
+
+# The fixed tiles of the teaching steps, per dtype (the fast variant's come from _tune: tuned, or its defaults).
+# FP64 accumulators take twice the registers: one block of 256 threads per SM (up to 255 registers a thread).
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+BLOCKTILE_2D = {F32: simt(128, 128, 8, 64, 32, 8, 8, min_blocks=2, stages=1, warp_tiled=False),
+                F64: simt(128, 128, 8, 64, 32, 8, 8, stages=1, warp_tiled=False)}
+WARP_TILED = {F32: simt(128, 128, 8, 64, 32, 8, 8, min_blocks=2, stages=1),
+              F64: simt(128, 128, 8, 64, 32, 8, 8, stages=1)}
+DOUBLE_BUFFERED = {F32: simt(128, 128, 8, 64, 32, 8, 8, min_blocks=2),
+                   F64: simt(128, 128, 8, 64, 32, 8, 8)}
+
+_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+@functools.lru_cache(maxsize=None)
+def seed_instantiations(dtype) -> tuple[str, ...]:
+    return tuple(f"{name}<{_CTYPE[np.dtype(dtype)]}>" for name in SEED_KERNELS)
+
+
+@functools.lru_cache(maxsize=None)
+def tile_instantiations(tile: Tile, dtype) -> tuple[str, ...]:
+    """One module per (tile, dtype): the 4 layouts x 16-byte or element loads."""
+    return tuple(tile.expression(dtype, a_kc, b_kc, vec)
+                 for a_kc in (True, False) for b_kc in (True, False) for vec in (True, False))
+
+
+def _seed_run(name: str, block: int, dynamic: bool = False, pad: bool = False):
+    """Launcher of a seed kernel: C-order operands, a 2-D grid of block x block threads."""
+    rows_on_x = name.startswith("cu_")  # seed 001 puts rows on the grid's x
+
+    def run(A, B, out):
+        m, k = A.shape
+        n = B.shape[1]
+        gx, gy = (-(-m // block), -(-n // block)) if rows_on_x else (-(-n // block), -(-m // block))
+        if gy > MAX_GRID_Y:
+            raise ValueError(f"cudakit.matmul: variant {name!r} has a 2-D grid of at most {MAX_GRID_Y} blocks in y; "
+                             f"A {A.shape} @ B {B.shape} needs {gy} (use variant='fast')")
+        A = A if A.flags.c_contiguous else cupy.ascontiguousarray(A)  # seeds read C order only
+        B = B if B.flags.c_contiguous else cupy.ascontiguousarray(B)
+        fn = kernel(FAMILY, f"{name}<{_CTYPE[A.dtype]}>", seed_instantiations(A.dtype))
+        args = (A, B, out, np.int64(m), np.int64(n), np.int64(k))
+        smem = 0
+        if dynamic:
+            args += (np.int32(block),)
+            smem = 2 * block * (block + (1 if pad else 0)) * A.itemsize
+        launch(fn, (gx, gy), (block, block), args, shared_mem=smem)
+
+    return run
+
+
+def _layout(x, row_axis: int):
+    """(array, k_contig, ld) of an operand read in place: rows along `row_axis` (A: 0, B: 1), k along the other.
+
+    k_contig means the k index is the contiguous one (C-order A, F-order B). Layouts the kernels cannot read
+    (no unit stride, negative or unaligned strides) are copied to C order first.
+    """
+    item = x.itemsize
+    rows, depth = x.shape[row_axis], x.shape[1 - row_axis]
+    rs, ks = x.strides[row_axis], x.strides[1 - row_axis]
+    for _ in range(2):
+        if (ks == item or depth == 1) and (rows == 1 or (rs >= 0 and rs % item == 0)):
+            return x, True, (rs // item if rows > 1 else depth)
+        if (rs == item or rows == 1) and (depth == 1 or (ks >= 0 and ks % item == 0)):
+            return x, False, (ks // item if depth > 1 else rows)
+        x = cupy.ascontiguousarray(x)
+        rs, ks = x.strides[row_axis], x.strides[1 - row_axis]
+    raise AssertionError("a C-contiguous array always has a readable layout")
+
+
+def run_tile(tile: Tile, A, B, out) -> None:
+    """C = A @ B with one register-tiled kernel configuration (any layout, any shape with k > 0)."""
+    m, k = A.shape
+    n = B.shape[1]
+    a, a_kc, lda = _layout(A, 0)
+    b, b_kc, ldb = _layout(B, 1)
+    width = 16 // a.itemsize
+    vec = a.data.ptr % 16 == 0 and b.data.ptr % 16 == 0 and lda % width == 0 and ldb % width == 0
+    vec_c = out.data.ptr % 16 == 0 and n % width == 0
+    fn = kernel(FAMILY, tile.expression(a.dtype, a_kc, b_kc, vec), tile_instantiations(tile, a.dtype))
+    blocks = -(-m // tile.bm) * -(-n // tile.bn)
+    launch(fn, (blocks,), (tile.threads,),
+           (a, b, out, np.int64(m), np.int64(n), np.int64(k), np.int64(lda), np.int64(ldb), np.int32(vec_c)))
+
+
+def pick_tile(device_id: int, dtype, m: int, n: int) -> Tile:
+    """The fast variant's tile: the large one when its grid covers every SM at least once, else the small one."""
+    large, small = _tune.tiles(device_id, dtype)
+    if -(-m // large.bm) * -(-n // large.bn) >= sm_count(device_id):
+        return large
+    return small
+
+
+def _fixed(tiles: dict):
+    def run(A, B, out):
+        run_tile(tiles[out.dtype], A, B, out)
+
+    return run
+
+
+def _run_fast(A, B, out):
+    run_tile(pick_tile(out.data.device_id, out.dtype, A.shape[0], B.shape[1]), A, B, out)
+
+
+VARIANTS = register(FAMILY, [
+    Variant(FAMILY, "cu_matmul", "one thread per element with x over rows (seed 001): every warp access is strided",
+            _seed_run("cu_matmul", SEED_TPB), seed=True),
+    Variant(FAMILY, "MatmulKernel", "one thread per element with x over columns (seed 002): coalesced B and C, A broadcast",
+            _seed_run("MatmulKernel", SEED_BLOCKSIZE), seed=True),
+    Variant(FAMILY, "cu_matmul_sm", "32x32 shared-memory tiles with x over rows (seed 001): strided loads, 32-way bank conflicts",
+            _seed_run("cu_matmul_sm", SEED_TPB), seed=True),
+    Variant(FAMILY, "MatmulSharedStaticKernel", "16x16 tiles in static shared memory (seed 002): each element loaded once per tile",
+            _seed_run("MatmulSharedStaticKernel", SEED_BLOCKSIZE), seed=True),
+    Variant(FAMILY, "MatmulSharedDynamicKernel", "the tiles in dynamic shared memory, tile size chosen at launch (seed 002; 32x32 here)",
+            _seed_run("MatmulSharedDynamicKernel", SEED_DYNAMIC_BLOCKSIZE, dynamic=True), seed=True),
+    Variant(FAMILY, "MatmulSharedStaticConflictPadKernel", "a transposed tile read down its columns, padded to 17 words a row (seed 002)",
+            _seed_run("MatmulSharedStaticConflictPadKernel", SEED_BLOCKSIZE), seed=True),
+    Variant(FAMILY, "MatmulSharedDynamicConflictPadKernel", "the padded transposed tile in dynamic shared memory (seed 002; 32x33 here)",
+            _seed_run("MatmulSharedDynamicConflictPadKernel", SEED_DYNAMIC_BLOCKSIZE, dynamic=True, pad=True), seed=True),
+    Variant(FAMILY, "blocktile_2d", "128x128 block tiles, an 8x8 register tile per thread: 64 FMAs per 16 shared reads",
+            _fixed(BLOCKTILE_2D)),
+    Variant(FAMILY, "warp_tiled", "+ warp tiles with 16-byte sub-blocks strided over the lanes: conflict-free fragment reads",
+            _fixed(WARP_TILED)),
+    Variant(FAMILY, "double_buffered", "+ two shared stages: the next slice's loads fly during the math, one barrier per slice",
+            _fixed(DOUBLE_BUFFERED)),
+    Variant(FAMILY, "fast", "the tile tuned for this GPU, sliced-k 32x64 tiles for small grids; FP64 on the tensor cores (sm_80+)",
+            _run_fast),
+])
+
+
+def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None):
+    """A @ B for 2-D float32/float64 CuPy arrays (m x k times k x n) as a C-contiguous m x n array.
+
+    True FP32 (or FP64) arithmetic, never TF32. C- and F-ordered operands and transposed views are read in place;
+    other strides are copied to C order first. Runs on CuPy's current stream with no synchronisation.
+    """
+    A = _args.device_array("matmul", "A", A, 2)
+    B = _args.device_array("matmul", "B", B, 2)
+    m, k = A.shape
+    if B.shape[0] != k:
+        raise ValueError(f"cudakit.matmul: A has shape {A.shape} and B has shape {B.shape}; "
+                         f"A's columns ({k}) must equal B's rows ({B.shape[0]})")
+    n = B.shape[1]
+    dtype = _args.same_dtype("matmul", {"A": A, "B": B})
+    device_id = _args.same_device("matmul", {"A": A, "B": B})
+    run = lookup("matmul", variant).run
+    out = _args.output("matmul", out, (m, n), dtype, device_id, {"A": A, "B": B})
+    if out.size == 0:
+        return out
+    with _args.on_device(device_id):
+        if k == 0:
+            out.fill(0)
+            return out
+        run(A, B, out)
+        if _check.enabled(check):
+            a64, b64 = A.astype(cupy.float64), B.astype(cupy.float64)
+            _check.verify("matmul", variant, out, a64 @ b64, cupy.abs(a64) @ cupy.abs(b64), dtype, k)
+    return out
 
 
 def instantiation_groups():
-    return []
-
-
-def matmul(*args, **kwargs):
-    raise NotImplementedError("cudakit.matmul is not written yet")
+    """Every module this family can build (seeds per dtype, each tile per dtype), for the GPU-less compile check."""
+    groups = [seed_instantiations(np.dtype(np.float32)), seed_instantiations(np.dtype(np.float64))]
+    for dtype, cands in _tune.CANDIDATES.items():
+        for tile in [BLOCKTILE_2D[dtype], WARP_TILED[dtype], DOUBLE_BUFFERED[dtype], *cands]:
+            group = tile_instantiations(tile, dtype)
+            if tile.supports(dtype, 90) and group not in groups:
+                groups.append(group)
+    return groups

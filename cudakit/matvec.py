@@ -1,13 +1,235 @@
-"""Placeholder while the matvec family is written: keeps the package importable."""
-from ._variants import register
+"""Matrix-vector product: cudakit.matvec(A, x) -> A @ x, reading C- and F-order A (and A.T views) in place."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import cupy
+import numpy as np
+
+from . import _args, _check
+from ._compile import kernel, launch
+from ._device import COUNTER_BYTES, scratch, sm_count
+from ._variants import Variant, lookup, register
 
 FAMILY = "matvec"
-VARIANTS = register(FAMILY, [])
+SEED_THREADS = 1024  # seed 000's block (and x tile) size
+WARP_ROW_THREADS = 256  # 8 rows per block in warp_per_row
+FAST_THREADS = 256  # FAST_THREADS in kernels/matvec.cu
+ROW_UNROLL = 4  # 16-byte loads in flight per lane (each with its x load), row-major kernel
+# The same for rows long enough to give all 32 lanes of a warp that many: 8 measured 6% faster than 4 for float
+# at 16384^2; for double, 8 needs 70 registers (3 blocks per SM instead of 4) and measured 3-15% slower.
+LONG_ROW_UNROLL = {"float": 8, "double": 4}
+COL_UNROLL = 4  # columns in flight per thread, column-major kernel (8: no faster; 10% slower at 4M x 64 double)
+PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
+MIN_STEPS = 2  # a chunk gives each lane at least this many unrolled steps
+GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row, row-major kernel
+ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
+SUM_ROWS, SUM_LANES = 8, 32  # sum_chunks block: rows x chunk lanes
+
+
+def _ctype(dtype) -> str:
+    return {np.float32: "float", np.float64: "double"}[np.dtype(dtype).type]
+
+
+def _bool(b: bool) -> str:
+    return "true" if b else "false"
+
+
+@functools.lru_cache(maxsize=None)
+def instantiations(dtype) -> tuple[str, ...]:
+    t = _ctype(dtype)
+    seeds = ("mat_vec_mul", "mat_vec_mul_tiles", "warp_per_row")
+    names = [f"{k}<{t}, {_bool(f)}>" for k in seeds for f in (False, True)]
+    names += [f"matvec_rowmajor<{t}, {_bool(v)}, {g}, {ROW_UNROLL}>" for v in (True, False) for g in GROUPS]
+    names += [f"matvec_rowmajor<{t}, {_bool(v)}, 32, {LONG_ROW_UNROLL[t]}>" for v in (True, False)]
+    names += [f"matvec_colmajor<{t}, {_bool(v)}, {r}, {COL_UNROLL}>" for v in (True, False) for r in ROW_LANES]
+    return tuple(dict.fromkeys(names)) + (f"sum_chunks<{t}>",)
+
+
+def _kernel(name: str, dtype):
+    names = instantiations(np.dtype(dtype))
+    # A name outside the standard set (another unroll, tried by tools/matvec_probe.py) gets a module of its own.
+    return kernel(FAMILY, name, names if name in names else (name,))
+
+
+def _col_major(A) -> bool:
+    """The kernels' layout for A (C- or F-contiguous here): a 1-row or 1-column A is both, and taken as C."""
+    return not A.flags.c_contiguous
+
+
+def _seed_launcher(name: str, shared: bool):
+    def run(A, x, out):
+        m, n = A.shape
+        fn = _kernel(f"{name}<{_ctype(A.dtype)}, {_bool(_col_major(A))}>", A.dtype)
+        launch(fn, (-(-m // SEED_THREADS),), (SEED_THREADS,), (out, A, x, np.int64(m), np.int64(n)),
+               shared_mem=SEED_THREADS * A.itemsize if shared else 0)
+    return run
+
+
+def _run_warp_per_row(A, x, out):
+    m, n = A.shape
+    fn = _kernel(f"warp_per_row<{_ctype(A.dtype)}, {_bool(_col_major(A))}>", A.dtype)
+    launch(fn, (-(-m // (WARP_ROW_THREADS // 32)),), (WARP_ROW_THREADS,), (out, A, x, np.int64(m), np.int64(n)))
+
+
+def _pow2_floor(v: int) -> int:
+    return 1 << (max(int(v), 1).bit_length() - 1)
+
+
+def _pow2_ceil(v: int) -> int:
+    return 1 << (max(int(v), 1) - 1).bit_length()
+
+
+@functools.lru_cache(maxsize=None)
+def _resident_blocks(name: str, dtype, device_id: int) -> int:
+    """How many FAST_THREADS-thread blocks of kernel `name` fit on the device at once (registers or threads bound)."""
+    regs = -(-max(_kernel(name, dtype).num_regs, 1) // 8) * 8  # registers are handed out per warp, 8 per thread
+    threads = cupy.cuda.Device(device_id).attributes["MaxThreadsPerMultiProcessor"]
+    per_sm = max(1, min(threads // FAST_THREADS, 65536 // (regs * FAST_THREADS)))
+    return per_sm * sm_count(device_id)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the fast kernels cover an m x n product: which kernel, tiles, blocks and chunks."""
+    kernel: str
+    vector: bool
+    tiles: int  # output tiles: 256 / (lanes per row) rows (row-major), (lanes down a column) * W rows (column-major)
+    grid: int  # blocks along the output (grid x), each striding over the tiles
+    chunks: int  # blocks along the reduced dimension (grid y); > 1 adds the sum_chunks pass
+    chunk: int  # vectors (row-major) or columns (column-major) per chunk
+
+
+def plan(A, x, *, split: bool = True, **tuning) -> Plan:
+    """The fast variant's launch plan for A @ x (A C- or F-contiguous, x contiguous), cached per shape and layout.
+
+    tuning (for tools/matvec_probe.py): row_unroll, long_row_unroll, col_unroll, persistent, blocks_per_sm.
+    """
+    col_major = _col_major(A)
+    aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)
+    return _plan(A.shape, A.dtype, col_major, aligned, A.data.device_id, split, tuple(sorted(tuning.items())))
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: bool, tuning: tuple) -> Plan:
+    knobs = dict(tuning)
+    m, n = shape
+    t, width = _ctype(dtype), 16 // dtype.itemsize
+    if not col_major:
+        vector = aligned and n % width == 0
+        nv = n // width if vector else n
+        unroll = knobs.get("long_row_unroll", LONG_ROW_UNROLL[t])
+        if nv < 32 * unroll:
+            unroll = knobs.get("row_unroll", ROW_UNROLL)
+        group = min(32, _pow2_floor(nv // unroll))  # lanes per row: each gets >= unroll loads when it can
+        tiles = -(-m // (FAST_THREADS // group))
+        step = group * unroll
+        name = f"matvec_rowmajor<{t}, {_bool(vector)}, {group}, {unroll}>"
+        reduced = nv
+    else:
+        vector = aligned and m % width == 0
+        mv = m // width if vector else m
+        unroll = knobs.get("col_unroll", COL_UNROLL)
+        lanes = min(256, _pow2_ceil(mv))
+        name = f"matvec_colmajor<{t}, {_bool(vector)}, {lanes}, {unroll}>"
+        target = _resident_blocks(name, dtype, device_id)
+        while lanes > 32 and -(-mv // lanes) < target:  # narrower row tiles before splitting the columns
+            lanes //= 2
+        tiles = -(-mv // lanes)
+        step = (FAST_THREADS // lanes) * unroll
+        name = f"matvec_colmajor<{t}, {_bool(vector)}, {lanes}, {unroll}>"
+        reduced = n
+    target = _resident_blocks(name, dtype, device_id)
+    if "blocks_per_sm" in knobs:
+        target = knobs["blocks_per_sm"] * sm_count(device_id)
+    chunks = 1
+    if split:
+        chunks = max(1, min(target // tiles, reduced // (step * MIN_STEPS), 65535))
+    chunk = -(-reduced // chunks)
+    chunk = -(-chunk // step) * step  # whole unrolled steps in every chunk but the last
+    chunks = -(-reduced // chunk)
+    grid = min(tiles, max(1, target // chunks)) if knobs.get("persistent", PERSISTENT) else tiles
+    return Plan(name, vector, tiles, grid, chunks, chunk)
+
+
+def _run_plan(A, x, out, p: Plan):
+    m, n = A.shape
+    fn = _kernel(p.kernel, A.dtype)
+    if p.chunks == 1:
+        launch(fn, (p.grid, 1), (FAST_THREADS,), (A, x, np.int64(m), np.int64(n), np.int64(p.chunk), out))
+        return
+    partial = np.uint64(scratch(COUNTER_BYTES + p.chunks * m * A.itemsize) + COUNTER_BYTES)
+    launch(fn, (p.grid, p.chunks), (FAST_THREADS,), (A, x, np.int64(m), np.int64(n), np.int64(p.chunk), partial))
+    launch(_kernel(f"sum_chunks<{_ctype(A.dtype)}>", A.dtype), (-(-m // SUM_ROWS),), (SUM_ROWS, SUM_LANES),
+           (partial, np.int64(m), np.int32(p.chunks), out))
+
+
+def _run_fast(A, x, out):
+    _run_plan(A, x, out, plan(A, x))
+
+
+def _run_unsplit(A, x, out):
+    _run_plan(A, x, out, plan(A, x, split=False))
+
+
+VARIANTS = register(FAMILY, [
+    Variant(FAMILY, "mat_vec_mul",
+            "one thread per row (seed 000): its lanes walk 32 separate rows of a C-order A, "
+            "but read 32 neighbours of an F-order one (coalesced: 2.7-4.8x faster at 4096^2)",
+            _seed_launcher("mat_vec_mul", shared=False), seed=True),
+    Variant(FAMILY, "mat_vec_mul_tiles",
+            "x staged in shared memory one 1024-element tile per phase (seed 000): x reloads were not the "
+            "cost; no faster on C order, and its barriers make it 1.8-3.3x slower on F order",
+            _seed_launcher("mat_vec_mul_tiles", shared=True), seed=True),
+    Variant(FAMILY, "warp_per_row",
+            "a warp per row, shuffle reduction: coalesced on a C-order A (56-99x mat_vec_mul at 4096^2), "
+            "strided on an F-order one",
+            _run_warp_per_row),
+    Variant(FAMILY, "fast_unsplit",
+            "lanes along the contiguous dimension, 16-byte loads, several in flight; but a few-row (C) "
+            "or few-column (F) A leaves all but a few blocks idle",
+            _run_unsplit),
+    Variant(FAMILY, "fast",
+            "fast_unsplit, plus the reduced dimension split across blocks when the output alone "
+            "cannot fill the GPU, the partial sums added in a fixed order",
+            _run_fast),
+])
+
+
+def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
+    """A @ x for a 2-D float32/float64 CuPy array A (m, n) and a 1-D x (n,) of the same dtype: an (m,) array.
+
+    C- and F-contiguous A (so also A.T of either) are read in place; any other strides, and a non-contiguous x,
+    are first copied with cupy.ascontiguousarray. Runs on CuPy's current stream with no synchronisation;
+    deterministic (fixed summation order for a given shape, layout and alignment).
+    """
+    A = _args.device_array("matvec", "A", A, 2)
+    x = _args.device_array("matvec", "x", x, 1)
+    if A.shape[1] != x.shape[0]:
+        raise ValueError(f"cudakit.matvec: A has shape {A.shape} and x has shape {x.shape}; "
+                         f"A.shape[1] must equal x.shape[0]")
+    dtype = _args.same_dtype("matvec", {"A": A, "x": x})
+    device_id = _args.same_device("matvec", {"A": A, "x": x})
+    run = lookup("matvec", variant).run
+    m, n = A.shape
+    out = _args.output("matvec", out, (m,), dtype, device_id, {"A": A, "x": x})
+    with _args.on_device(device_id):
+        if m == 0:
+            return out
+        if n == 0:
+            out.fill(0)
+            return out
+        A = _args.contiguous_or_copy(A)
+        if not x.flags.c_contiguous:
+            x = cupy.ascontiguousarray(x)
+        run(A, x, out)
+        if _check.enabled(check):
+            A64, x64 = A.astype(cupy.float64), x.astype(cupy.float64)
+            _check.verify("matvec", variant, out, A64 @ x64, cupy.abs(A64) @ cupy.abs(x64), dtype, n)
+    return out
 
 
 def instantiation_groups():
-    return []
-
-
-def matvec(*args, **kwargs):
-    raise NotImplementedError("cudakit.matvec is not written yet")
+    """Every module this family builds (one per dtype), for the GPU-less compile check."""
+    return [instantiations(np.float32), instantiations(np.float64)]

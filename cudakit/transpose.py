@@ -1,13 +1,156 @@
-"""Placeholder while the transpose family is written: keeps the package importable."""
-from ._variants import register
+"""Matrix transpose: cudakit.transpose(a) -> a new C-contiguous array equal to a.T, for any 1-, 2-, 4- or 8-byte dtype.
+
+The kernels move raw bits (they are instantiated per element size over unsigned integers), so int8, bool, float16,
+float32, complex64, float64, ... all take the same code. Layouts:
+  * C-contiguous a: the chosen kernel reads a and writes out.
+  * F-contiguous a: a.T is already C-contiguous memory, so the result is a plain device-to-device copy
+    (cudaMemcpyAsync), whatever the variant.
+  * any other strides (slices with steps, non-contiguous views): a is first copied to C order, then transposed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _args, _check
+from ._compile import kernel, launch
+from ._variants import Variant, lookup, register
 
 FAMILY = "transpose"
-VARIANTS = register(FAMILY, [])
+ITEMSIZES = (1, 2, 4, 8)
+_UINT = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
+
+TILE_DIM, BLOCK_ROWS = 32, 8  # seed 003: a 32 x 32 tile per block of 32 x 8 threads
+MAX_GRID_Y = 65535  # the seed kernels' grids are launched in slices of at most this many tile rows
+SEED_KERNELS = ("copy", "copySharedMem", "transposeNaive", "transposeCoalesced", "transposeNoBankConflicts",
+                "transposeCoarseGrained", "transposeFineGrained", "transposeDiagonal")
+
+# transpose_vec16 tile per element size: (16-byte units per tile row read, units per tile column written, threads).
+# Each is a 16 KB tile of whole 128-byte lines on both sides; 2 or 4 units per thread in each phase (512 threads
+# did 1-2% better than 256 for 4- and 8-byte elements in a sweep on an H200, tools/transpose_probe.py --sweep).
+VEC16_SHAPE = {1: (8, 8, 256), 2: (8, 16, 256), 4: (16, 16, 512), 8: (16, 32, 512)}
+# The vec16 steps: (XOR-swizzled tile, register transposes of 4-byte words for 1- and 2-byte elements).
+VEC16_STEPS = {"vec16_unswizzled": (False, False), "vec16_swizzled": (True, False), "fast": (True, True)}
+
+
+def _flag(x: bool) -> str:
+    return "true" if x else "false"
+
+
+def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: bool, shape=None) -> str:
+    ic, oc, threads = shape or VEC16_SHAPE[itemsize]
+    word_gather = word_gather and itemsize < 4  # 4- and 8-byte elements already gather whole words
+    return (f"transpose_vec16<{_UINT[itemsize]}, {ic}, {oc}, {threads}, {_flag(aligned)}, {_flag(swizzle)}, "
+            f"{_flag(word_gather)}>")
+
+
+def instantiations(itemsize: int) -> tuple[str, ...]:
+    """Every kernel of one element size (one module per size)."""
+    seeds = [f"{name}<{_UINT[itemsize]}>" for name in SEED_KERNELS]
+    vec16 = [vec16_expression(itemsize, aligned, *step) for step in VEC16_STEPS.values() for aligned in (True, False)]
+    return tuple(dict.fromkeys(seeds + vec16))
 
 
 def instantiation_groups():
-    return []
+    """Every module this family builds (one per element size), for the GPU-less compile check."""
+    return [instantiations(e) for e in ITEMSIZES]
 
 
-def transpose(*args, **kwargs):
-    raise NotImplementedError("cudakit.transpose is not written yet")
+def _seed_runner(name: str):
+    def run(a, out):
+        height, width = a.shape
+        fn = kernel(FAMILY, f"{name}<{_UINT[a.itemsize]}>", instantiations(a.itemsize))
+        tiles_x, tiles_y = -(-width // TILE_DIM), -(-height // TILE_DIM)
+        for y0 in range(0, tiles_y, MAX_GRID_Y):
+            launch(fn, (tiles_x, min(MAX_GRID_Y, tiles_y - y0)), (TILE_DIM, BLOCK_ROWS),
+                   (out, a, np.int64(width), np.int64(height), np.int64(y0)))
+    return run
+
+
+def is_aligned(a, out) -> bool:
+    """Both arrays start on 16 bytes and both row lengths are whole 16-byte units: no realignment needed."""
+    rows, cols = a.shape
+    return (a.data.ptr % 16 == 0 and out.data.ptr % 16 == 0
+            and rows * a.itemsize % 16 == 0 and cols * a.itemsize % 16 == 0)
+
+
+def vec16_runner(swizzle: bool, word_gather: bool, shape=None):
+    """The launcher of one vec16 step; `shape` (units per tile row, per tile column, threads) is for tuning probes."""
+    def run(a, out):
+        rows, cols = a.shape
+        e = a.itemsize
+        ic, oc, threads = shape or VEC16_SHAPE[e]
+        v = 16 // e
+        aligned = is_aligned(a, out)
+        expr = vec16_expression(e, aligned, swizzle, word_gather, shape)
+        fn = kernel(FAMILY, expr, instantiations(e) if shape is None else (expr,))
+        row_step = oc * v if aligned else oc * v - v  # misaligned tiles overlap by one unit of rows (see the kernel)
+        tiles_c = -(-cols // (ic * v))
+        blocks = -(-rows // row_step) * tiles_c
+        if blocks >= 2**31:
+            raise ValueError(f"cudakit.transpose: shape {a.shape} needs {blocks} tiles, more than one grid holds")
+        launch(fn, (blocks,), (threads,), (out, a, np.int64(rows), np.int64(cols), np.uint32(tiles_c)))
+    return run
+
+
+_SEED_LESSONS = {
+    "copy": "the yardstick: a tiled copy with the transposes' indexing (not a transpose)",
+    "copySharedMem": "the copy through a shared tile and a barrier: the tile costs little (not a transpose)",
+    "transposeNaive": "coalesced reads, but each warp store touches 32 rows: writes waste most of every sector",
+    "transposeCoalesced": "a shared 32x32 tile makes reads and writes coalesced; the column read hits one bank",
+    "transposeNoBankConflicts": "one padding column spreads the tile's column over all 32 banks",
+    "transposeCoarseGrained": "tiles moved to their transposed place, untransposed: the cost of where writes go (not a transpose)",
+    "transposeFineGrained": "tiles transposed in place: the cost of the in-tile transpose (not a transpose)",
+    "transposeDiagonal": "diagonal block order against partition camping, a cure modern address hashing makes moot",
+}
+_DIAGNOSTIC = {"copy", "copySharedMem", "transposeCoarseGrained", "transposeFineGrained"}
+
+VARIANTS = register(FAMILY, [
+    Variant(FAMILY, name, _SEED_LESSONS[name], _seed_runner(name), seed=True, diagnostic=name in _DIAGNOSTIC)
+    for name in SEED_KERNELS
+] + [
+    Variant(FAMILY, "vec16_unswizzled",
+            "16-byte loads and stores of whole lines, 16 KB tiles; unswizzled, the 8 lanes gathering a column share a bank (int8: 0.43x copy)",
+            vec16_runner(*VEC16_STEPS["vec16_unswizzled"])),
+    Variant(FAMILY, "vec16_swizzled",
+            "XOR-swizzled tile: the column gathers hit 32 banks, int8 0.43x -> 0.87x copy (one element per shared load)",
+            vec16_runner(*VEC16_STEPS["vec16_swizzled"])),
+    Variant(FAMILY, "fast",
+            "swizzled vec16; bytes/halves read shared words, transposed by __byte_perm: 4x fewer loads, ~1% (already memory-bound)",
+            vec16_runner(*VEC16_STEPS["fast"])),
+])
+
+
+def transpose(a, *, out=None, variant: str = "fast", check: bool | None = None):
+    """a.T as a new C-contiguous array (or in out=), for a 2-D CuPy array of any 1-, 2-, 4- or 8-byte dtype.
+
+    Runs on CuPy's current stream with no synchronisation. F-contiguous input is a plain device copy (a.T is
+    already C-contiguous memory); input with other strides is copied to C order first. check=True (or
+    CUDAKIT_CHECK=1) compares bit for bit with cupy.ascontiguousarray(a.T).
+    """
+    a = _args.device_array("transpose", "a", a, 2)
+    if a.dtype.itemsize not in ITEMSIZES:
+        raise TypeError(f"cudakit.transpose: unsupported dtype {a.dtype} ({a.dtype.itemsize} bytes); "
+                        "supported: any dtype of 1, 2, 4 or 8 bytes")
+    run = lookup("transpose", variant).run
+    device_id = a.device.id
+    out = _args.output("transpose", out, (a.shape[1], a.shape[0]), a.dtype, device_id, {"a": a})
+    if out.data.ptr % a.itemsize:
+        raise ValueError(f"cudakit.transpose: out is not aligned to its {a.itemsize}-byte elements")
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        if a.size == 0:
+            return out
+        if a.flags.c_contiguous and a.data.ptr % a.itemsize == 0:
+            run(a, out)
+        elif a.flags.f_contiguous:
+            out.data.copy_from_device_async(a.data, a.nbytes)  # a.T is C-contiguous: the same bytes in the same order
+        else:
+            run(a.copy(order="C"), out)  # documented: strided (or element-misaligned) input is copied to C order first
+        if _check.enabled(check):
+            bits = np.dtype(f"u{a.itemsize}")
+            wrong = int(cupy.count_nonzero(out.view(bits) != cupy.ascontiguousarray(a.T).view(bits)))
+            if wrong:
+                raise _check.CheckError(f"cudakit.transpose (variant {variant!r}, {a.dtype}): {wrong} of {out.size} "
+                                        "elements differ from cupy.ascontiguousarray(a.T)")
+    return out

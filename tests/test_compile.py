@@ -7,7 +7,8 @@ from cudakit import _compile
 
 nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC check needs the test extra: pip install -e .[test]")
 
-FAMILIES = ("matvec", "matmul", "transpose", "dot")
+FAMILIES = ("matvec", "matmul", "transpose", "dot", "ceilings")
+MODULES = {"ceilings": "cudakit._ceilings"}  # the bench's ceiling kernels are not an op: a private module
 
 
 def _check(result):
@@ -42,7 +43,10 @@ def compile_for(family: str, expressions, arch: str) -> str:
 @pytest.mark.parametrize("arch", _compile.SUPPORTED_ARCHS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_family_compiles_without_warnings(family, arch):
-    module = importlib.import_module(f"cudakit.{family}")
+    err, supported = nvrtc.nvrtcGetSupportedArchs()
+    if int(arch[3:]) not in supported:
+        pytest.skip(f"this NVRTC {nvrtc.nvrtcVersion()[1:]} no longer builds {arch}; CI's NVRTC 12 checks it")
+    module = importlib.import_module(MODULES.get(family, f"cudakit.{family}"))
     groups = module.instantiation_groups()
     assert groups
     for expressions in groups:

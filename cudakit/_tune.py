@@ -1,0 +1,302 @@
+"""Per-device tile configuration of the fast matmul: a small space of compile-time tiles, searched on the current
+GPU by `tune()` and cached per user as JSON, keyed by device name and compute capability.
+
+The cache is ~/.cache/cudakit/matmul_tune.json ($XDG_CACHE_HOME respected; $CUDAKIT_TUNE_CACHE overrides the path).
+A configuration names two tiles per dtype: "large" for grids that fill the GPU, "small" for the others.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CACHE_ENV = "CUDAKIT_TUNE_CACHE"
+CACHE_VERSION = 1
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One compile-time configuration of matmul_regtile ("simt") or matmul_dmma ("dmma", FP64 tensor cores)."""
+
+    kind: str  # "simt" | "dmma"
+    bm: int  # block tile rows
+    bn: int  # block tile columns
+    bk: int  # depth of one shared-memory slice
+    wm: int  # warp tile rows
+    wn: int  # warp tile columns
+    tm: int = 0  # thread tile rows (simt)
+    tn: int = 0  # thread tile columns (simt)
+    stages: int = 2  # 2: double-buffered shared memory
+    min_blocks: int = 1  # __launch_bounds__ blocks per SM (caps registers at 64K / (threads * min_blocks))
+    warp_tiled: bool = True
+    ksplit: int = 1  # simt: groups of threads sharing each slice's depth (sliced k)
+
+    @property
+    def name(self) -> str:
+        body = f"{self.kind}_{self.bm}x{self.bn}x{self.bk}"
+        if self.kind == "simt":
+            body += f"_t{self.tm}x{self.tn}" + (f"_w{self.wm}x{self.wn}" if self.warp_tiled else "_nowarp")
+            body += f"_k{self.ksplit}" if self.ksplit > 1 else ""
+        else:
+            body += f"_w{self.wm}x{self.wn}"
+        return body + f"_s{self.stages}_b{self.min_blocks}"
+
+    @property
+    def threads(self) -> int:
+        if self.kind == "simt":
+            return self.bm * self.bn // (self.tm * self.tn) * self.ksplit
+        return (self.bm // self.wm) * (self.bn // self.wn) * 32
+
+    def supports(self, dtype, cc: int) -> bool:
+        """dmma is FP64 on sm_80 and later; simt runs everywhere."""
+        return self.kind == "simt" or (np.dtype(dtype) == F64 and cc >= 80)
+
+    def expression(self, dtype, a_kc: bool, b_kc: bool, vec: bool) -> str:
+        flags = ", ".join("true" if f else "false" for f in (a_kc, b_kc, vec))
+        if self.kind == "dmma":
+            return (f"matmul_dmma<{self.bm}, {self.bn}, {self.bk}, {self.wm}, {self.wn}, {self.stages}, "
+                    f"{self.min_blocks}, {flags}>")
+        t = "float" if np.dtype(dtype) == F32 else "double"
+        return (f"matmul_regtile<{t}, {self.bm}, {self.bn}, {self.bk}, {self.wm}, {self.wn}, {self.tm}, {self.tn}, "
+                f"{'true' if self.warp_tiled else 'false'}, {self.stages}, {self.min_blocks}, {self.ksplit}, {flags}>")
+
+
+def simt(bm, bn, bk, wm, wn, tm, tn, min_blocks=1, stages=2, warp_tiled=True, ksplit=1) -> Tile:
+    return Tile("simt", bm, bn, bk, wm, wn, tm, tn, stages, min_blocks, warp_tiled, ksplit)
+
+
+def dmma(bm, bn, bk, wm, wn, min_blocks=1, stages=2) -> Tile:
+    return Tile("dmma", bm, bn, bk, wm, wn, stages=stages, min_blocks=min_blocks)
+
+
+# The search space (each tile is one module of 8 instantiations: 4 layouts x 16-byte or element loads).
+CANDIDATES = {
+    F32: (
+        simt(128, 128, 16, 64, 32, 8, 8, min_blocks=2),  # 256 threads, 2 blocks per SM: the large default
+        simt(128, 128, 8, 64, 32, 8, 8, min_blocks=2),  # half-depth slices (the double_buffered step)
+        simt(128, 256, 8, 64, 64, 8, 16),  # 128 accumulators a thread, 1 block per SM
+        simt(128, 128, 16, 64, 64, 16, 8, min_blocks=2),  # 128 threads, 128 accumulators each
+        simt(64, 64, 32, 32, 32, 4, 8, min_blocks=4),  # 128 threads, deep slices for short grids
+        simt(32, 64, 32, 16, 32, 4, 4, min_blocks=4),  # 128 threads, 4x the blocks of 64x64
+        simt(32, 64, 32, 16, 32, 4, 4, min_blocks=2, ksplit=2),  # 2 x 128 threads on each slice: the small default
+    ),
+    F64: (
+        dmma(64, 64, 8, 32, 32, min_blocks=3),  # 128 threads, 4 warps of 32x32: the small default on sm_80+
+        dmma(128, 128, 8, 64, 32),  # 256 threads, 8 warps of 64x32: the large default on sm_80+
+        simt(128, 128, 8, 64, 32, 8, 8),  # plain FP64 FMA, 256 threads (the double_buffered step)
+        simt(64, 64, 8, 32, 32, 4, 8, min_blocks=2),  # plain FP64 FMA, 128 threads
+    ),
+}
+_BY_NAME = {t.name: t for tiles in CANDIDATES.values() for t in tiles}
+
+
+def default_config(dtype, cc: int) -> dict:
+    """The configuration used until `tune()` has run on this device (the winners measured on an H200)."""
+    dtype = np.dtype(dtype)
+    if dtype == F32:
+        large, small = CANDIDATES[F32][0], CANDIDATES[F32][6]
+    elif cc >= 80:
+        large, small = CANDIDATES[F64][1], CANDIDATES[F64][0]
+    else:
+        large, small = CANDIDATES[F64][2], CANDIDATES[F64][3]
+    return {"large": large.name, "small": small.name}
+
+
+def candidates(dtype, cc: int) -> tuple[Tile, ...]:
+    return tuple(t for t in CANDIDATES[np.dtype(dtype)] if t.supports(dtype, cc))
+
+
+# ---- the cache -----------------------------------------------------------------------------------------------
+
+
+def cache_path() -> Path:
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cudakit" / "matmul_tune.json"
+
+
+def _read_cache(path: Path) -> dict:
+    """The cache's device table; a missing, unreadable or older-format file reads as empty."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or not isinstance(data.get("devices"), dict):
+        return {}
+    return data["devices"]
+
+
+def _write_cache(path: Path, devices: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"version": CACHE_VERSION, "devices": devices}, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)  # readers never see a half-written file
+
+
+def store(key: str, dtype, config: dict, path: Path | None = None) -> None:
+    """Record `config` ({"large": name, "small": name}) as the tuned one for device `key` and `dtype`."""
+    path = cache_path() if path is None else path
+    devices = _read_cache(path)
+    devices.setdefault(key, {})[np.dtype(dtype).name] = dict(config)
+    _write_cache(path, devices)
+    tiles.cache_clear()
+
+
+def lookup(key: str, dtype, cc: int, path: Path | None = None) -> tuple[dict, str]:
+    """(config, "tuned") from the cache when it holds a valid entry for device `key`, else (default, "default")."""
+    entry = _read_cache(cache_path() if path is None else path).get(key, {}).get(np.dtype(dtype).name)
+    if isinstance(entry, dict) and all(
+        isinstance(entry.get(slot), str) and entry[slot] in _BY_NAME and _BY_NAME[entry[slot]].supports(dtype, cc)
+        for slot in ("large", "small")
+    ):
+        return {"large": entry["large"], "small": entry["small"]}, "tuned"
+    return default_config(dtype, cc), "default"
+
+
+# ---- the current device -------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def compute_capability(device_id: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device_id).compute_capability)
+
+
+@functools.lru_cache(maxsize=None)
+def device_key(device_id: int) -> str:
+    import cupy
+
+    name = cupy.cuda.runtime.getDeviceProperties(device_id)["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    return f"{name} (sm_{compute_capability(device_id)})"
+
+
+def active_config(device_id: int, dtype) -> tuple[dict, str]:
+    """The fast matmul's tiles on `device_id` for `dtype`: (config, "tuned" | "default")."""
+    return lookup(device_key(device_id), dtype, compute_capability(device_id))
+
+
+@functools.lru_cache(maxsize=None)
+def tiles(device_id: int, dtype) -> tuple[Tile, Tile]:
+    """(large, small) Tile objects of the active configuration (cached; store() and tune() refresh it)."""
+    config, _ = active_config(device_id, dtype)
+    return _BY_NAME[config["large"]], _BY_NAME[config["small"]]
+
+
+# ---- the search ---------------------------------------------------------------------------------------------
+
+# Representative shapes (m, n, k): large ones fill the GPU many times over (inputs beyond L2), small ones don't.
+TUNE_SHAPES = {
+    F32: {"large": [(4096, 4096, 4096), (4097, 4095, 4099)], "small": [(512, 512, 512), (1024, 1024, 1024)]},
+    F64: {"large": [(4096, 4096, 4096), (2049, 2047, 2051)], "small": [(512, 512, 512), (1024, 1024, 1024)]},
+}
+
+
+def time_ms(fn, reps: int = 10, rounds: int = 5) -> float:
+    """Median over `rounds` of the mean time of `reps` back-to-back calls, by CUDA events on the current stream.
+
+    The calls are captured in a CUDA graph when the stream allows it, so the host's launch overhead stays out.
+    """
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        fn()  # warm-up: compile, load, first touch
+        run = None
+        try:
+            stream.begin_capture()
+            try:
+                for _ in range(reps):
+                    fn()
+            finally:
+                graph = stream.end_capture()
+            run = graph.launch
+        except Exception:  # no graph capture here: time plain back-to-back launches
+            run = None
+        if run is None:
+            def run():
+                for _ in range(reps):
+                    fn()
+        run()
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        times = []
+        for _ in range(rounds):
+            start.record(stream)
+            run()
+            end.record(stream)
+            end.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, end) / reps)
+    return statistics.median(times)
+
+
+def _say(console, text: str) -> None:
+    if console is not None:
+        console.print(text)
+    else:
+        print(text, flush=True)
+
+
+def tune(console=None) -> dict:
+    """Search the tile space on the current device; store and return {dtype name: {"large": name, "small": name}}.
+
+    Every candidate's result is checked against a float64 reference before it is timed; a wrong one is skipped.
+    """
+    import importlib
+
+    import cupy
+
+    from . import _check
+
+    matmul = importlib.import_module(__package__ + ".matmul")  # the module (the package's `matmul` is the function)
+    device_id = cupy.cuda.runtime.getDevice()
+    cc, key = compute_capability(device_id), device_key(device_id)
+    _say(console, f"tuning cudakit.matmul on {key}; cache: {cache_path()}")
+    result = {}
+    for dtype in (F32, F64):
+        scores: dict[str, dict[str, float]] = {"large": {}, "small": {}}
+        for tile in candidates(dtype, cc):
+            for slot, shapes in TUNE_SHAPES[dtype].items():
+                rates = []
+                for m, n, k in shapes:
+                    a = cupy.random.uniform(-1, 1, (m, k)).astype(dtype)
+                    b = cupy.random.uniform(-1, 1, (k, n)).astype(dtype)
+                    out = cupy.empty((m, n), dtype)
+                    try:
+                        matmul.run_tile(tile, a, b, out)
+                    except Exception as exc:  # e.g. a compile failure on this toolkit: not a candidate here
+                        _say(console, f"  {dtype.name} {tile.name}: skipped ({type(exc).__name__}: {exc})")
+                        rates = []
+                        break
+                    a64, b64 = a.astype(cupy.float64), b.astype(cupy.float64)
+                    err = _check.relative_error(out, a64 @ b64, cupy.abs(a64) @ cupy.abs(b64))
+                    if not err <= _check.tolerance(dtype, k):
+                        _say(console, f"  {dtype.name} {tile.name}: WRONG at {m}x{n}x{k} (relative error {err:.2e}), skipped")
+                        rates = []
+                        break
+                    ms = time_ms(lambda: matmul.run_tile(tile, a, b, out))
+                    rates.append(2.0 * m * n * k / (ms * 1e-3) / 1e12)
+                    del a, b, out, a64, b64
+                if rates:
+                    score = math.exp(sum(math.log(r) for r in rates) / len(rates))
+                    scores[slot][tile.name] = score
+                    _say(console, f"  {dtype.name} {slot:5} {tile.name:40} {score:7.2f} TFLOP/s "
+                                  f"({', '.join(f'{r:.2f}' for r in rates)})")
+        config = default_config(dtype, cc)
+        for slot in ("large", "small"):
+            if scores[slot]:
+                config[slot] = max(scores[slot], key=scores[slot].get)
+        store(key, dtype, config)
+        result[dtype.name] = config
+        _say(console, f"  {dtype.name}: large = {config['large']}, small = {config['small']}")
+    cupy.get_default_memory_pool().free_all_blocks()
+    return result

@@ -1,0 +1,541 @@
+// Matrix product C = A @ B (A m x k, B k x n, C m x n row-major): the seed kernels of articles 001 and 002 with
+// their fixes, then register tiling, warp tiling and double buffering up to the fast kernel, and an FP64 kernel on
+// the tensor cores (mma.sync m8n8k4, sm_80 and later).
+#include "common.cuh"
+
+// ---------------------------------------------------------------------------------------------------------------
+// Seed kernels. All seeds were square (width); here A is m x k, B is k x n. They read C-order operands only
+// (cudakit.matmul copies any other layout first) and accumulate in T, one output element per thread.
+// ---------------------------------------------------------------------------------------------------------------
+
+// Seed 001, Numba cu_matmul: one thread per output element, with the grid's x (the fastest thread index) over
+// rows, so a warp reads A and writes C down a column: every access of the warp is strided.
+template <typename T>
+__global__ void cu_matmul(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, index_t m, index_t n,
+                          index_t k) {
+    const index_t x = (index_t)blockIdx.x * blockDim.x + threadIdx.x;  // row (cuda.grid(2)[0])
+    const index_t y = (index_t)blockIdx.y * blockDim.y + threadIdx.y;  // column
+    if (x >= m || y >= n) return;  // fix: rows and columns bounded separately (the seed had one n for both)
+    // The seed accumulated into c[x, y] itself; a register holds the same sum without a global update per step.
+    T sum = 0;
+    for (index_t i = 0; i < k; ++i) sum += a[x * k + i] * b[i * n + y];
+    c[x * n + y] = sum;
+}
+
+// Seed 001, Numba cu_matmul_sm: tpb x tpb tiles of A and B staged in shared memory, x over rows as above.
+template <typename T>
+__global__ void cu_matmul_sm(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, index_t m, index_t n,
+                             index_t k) {
+    const int TPB = 32;  // the seed's tpb (the warp size)
+    __shared__ T sA[TPB][TPB];
+    __shared__ T sB[TPB][TPB];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const index_t x = (index_t)blockIdx.x * TPB + tx;  // row
+    const index_t y = (index_t)blockIdx.y * TPB + ty;  // column
+    T acc = 0;
+    const index_t tiles = (k + TPB - 1) / TPB;  // fix: the seed's bpg = n / tpb dropped a partial last tile
+    for (index_t i = 0; i < tiles; ++i) {
+        const index_t ka = ty + i * TPB, kb = tx + i * TPB;
+        // fix: the seed needed n to be a multiple of tpb (shared memory is not zero-filled); outside reads as 0
+        sA[tx][ty] = (x < m && ka < k) ? A[x * k + ka] : T(0);
+        sB[tx][ty] = (kb < k && y < n) ? B[kb * n + y] : T(0);
+        __syncthreads();  // the whole tile is in shared memory before anyone reads it
+        for (int j = 0; j < TPB; ++j) acc += sA[tx][j] * sB[j][ty];
+        __syncthreads();  // everyone is done with the tile before the next one overwrites it
+    }
+    if (x < m && y < n) C[x * n + y] = acc;
+}
+
+// Seed 002, MatmulKernel: one thread per output element with x over columns, so a warp reads B and writes C
+// along a row (coalesced) while every thread of the warp reads the same element of A (a broadcast).
+template <typename T>
+__global__ void MatmulKernel(const T* __restrict__ M_device, const T* __restrict__ N_device, T* __restrict__ P_device,
+                             index_t m, index_t n, index_t k) {
+    const index_t y = (index_t)blockIdx.y * blockDim.y + threadIdx.y;  // row
+    const index_t x = (index_t)blockIdx.x * blockDim.x + threadIdx.x;  // column
+    if (y >= m || x >= n) return;  // fix: the seed had no bounds check (width a multiple of the block)
+    T P_element = 0;
+    for (index_t kk = 0; kk < k; ++kk) P_element += M_device[y * k + kk] * N_device[kk * n + x];
+    P_device[y * n + x] = P_element;
+}
+
+// Seed 002, MatmulSharedStaticKernel: 16 x 16 tiles of M and N in static shared memory, each element read from
+// global memory once per tile instead of once per output element.
+template <typename T>
+__global__ void MatmulSharedStaticKernel(const T* __restrict__ M_device, const T* __restrict__ N_device,
+                                         T* __restrict__ P_device, index_t m, index_t n, index_t k) {
+    const int BLOCKSIZE = 16;
+    __shared__ T M_deviceShared[BLOCKSIZE][BLOCKSIZE];
+    __shared__ T N_deviceShared[BLOCKSIZE][BLOCKSIZE];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const index_t x = (index_t)blockIdx.x * BLOCKSIZE + tx;  // column
+    const index_t y = (index_t)blockIdx.y * BLOCKSIZE + ty;  // row
+    T P_element = 0;
+    const index_t tiles = (k + BLOCKSIZE - 1) / BLOCKSIZE;  // fix: width / BLOCKSIZE dropped a partial tile
+    for (index_t t = 0; t < tiles; ++t) {
+        const index_t mk = t * BLOCKSIZE + tx, nk = t * BLOCKSIZE + ty;
+        // fix: the seed had no bounds checks; elements outside the matrices read as 0
+        M_deviceShared[ty][tx] = (y < m && mk < k) ? M_device[y * k + mk] : T(0);
+        N_deviceShared[ty][tx] = (nk < k && x < n) ? N_device[nk * n + x] : T(0);
+        __syncthreads();
+        for (int kk = 0; kk < BLOCKSIZE; ++kk) P_element += M_deviceShared[ty][kk] * N_deviceShared[kk][tx];
+        __syncthreads();
+    }
+    if (y < m && x < n) P_device[y * n + x] = P_element;  // fix: unguarded write
+}
+
+// Seed 002, MatmulSharedDynamicKernel: the same tiling with the tile size chosen at launch and both tiles carved
+// out of one dynamic shared array (every extern __shared__ array starts at the same address).
+template <typename T>
+__global__ void MatmulSharedDynamicKernel(const T* __restrict__ M_device, const T* __restrict__ N_device,
+                                          T* __restrict__ P_device, index_t m, index_t n, index_t k, int blockSize) {
+    extern __shared__ __align__(16) unsigned char matmul_dynamic_bytes[];
+    T* deviceShared = reinterpret_cast<T*>(matmul_dynamic_bytes);
+    const int stride = blockSize * blockSize;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const index_t x = (index_t)blockIdx.x * blockSize + tx;  // column
+    const index_t y = (index_t)blockIdx.y * blockSize + ty;  // row
+    T P_element = 0;
+    const index_t tiles = (k + blockSize - 1) / blockSize;  // fix: width / blockSize dropped the last partial tile
+    for (index_t t = 0; t < tiles; ++t) {
+        const index_t mk = t * blockSize + tx, nk = t * blockSize + ty;
+        // fix: the seed guarded only the final write, so these loads read past the matrices; now zero-filled
+        deviceShared[ty * blockSize + tx] = (y < m && mk < k) ? M_device[y * k + mk] : T(0);
+        deviceShared[stride + ty * blockSize + tx] = (nk < k && x < n) ? N_device[nk * n + x] : T(0);
+        __syncthreads();
+        for (int kk = 0; kk < blockSize; ++kk)
+            P_element += deviceShared[ty * blockSize + kk] * deviceShared[stride + kk * blockSize + tx];
+        __syncthreads();
+    }
+    if (y < m && x < n) P_device[y * n + x] = P_element;
+}
+
+// Seed 002, MatmulSharedStaticConflictPadKernel: one tile is stored transposed and read down its columns, the
+// access that puts a warp's threads on one bank; the padding column (BLOCKSIZE + 1) spreads them over all banks.
+template <typename T>
+__global__ void MatmulSharedStaticConflictPadKernel(const T* __restrict__ M_device, const T* __restrict__ N_device,
+                                                    T* __restrict__ P_device, index_t m, index_t n, index_t k) {
+    const int BLOCKSIZE = 16;
+    __shared__ T M_deviceShared[BLOCKSIZE][BLOCKSIZE + 1];
+    __shared__ T N_deviceShared[BLOCKSIZE][BLOCKSIZE + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    // fix: the seed ran threadIdx.x down P's column (x a row, P[x * width + y]), so every global access of a warp
+    // was strided; x now runs along the row, and only N's tile is transposed (the access the pad is for).
+    const index_t x = (index_t)blockIdx.x * BLOCKSIZE + tx;  // column
+    const index_t y = (index_t)blockIdx.y * BLOCKSIZE + ty;  // row
+    T P_element = 0;
+    const index_t tiles = (k + BLOCKSIZE - 1) / BLOCKSIZE;  // fix: width / BLOCKSIZE dropped a partial tile
+    for (index_t t = 0; t < tiles; ++t) {
+        const index_t mk = t * BLOCKSIZE + tx, nk = t * BLOCKSIZE + ty;
+        M_deviceShared[ty][tx] = (y < m && mk < k) ? M_device[y * k + mk] : T(0);  // fix: bounds, zero fill
+        // fix: the seed loaded this tile from M_device instead of N_device
+        N_deviceShared[tx][ty] = (nk < k && x < n) ? N_device[nk * n + x] : T(0);
+        __syncthreads();
+        // N_deviceShared[tx][kk]: the warp's threads read one column, 17 words apart, so 16 different banks
+        for (int kk = 0; kk < BLOCKSIZE; ++kk) P_element += M_deviceShared[ty][kk] * N_deviceShared[tx][kk];
+        __syncthreads();
+    }
+    if (y < m && x < n) P_device[y * n + x] = P_element;  // fix: row-major P[row * n + column], guarded
+}
+
+// Seed 002, MatmulSharedDynamicConflictPadKernel: the padded, transposed tile in dynamic shared memory.
+template <typename T>
+__global__ void MatmulSharedDynamicConflictPadKernel(const T* __restrict__ M_device, const T* __restrict__ N_device,
+                                                     T* __restrict__ P_device, index_t m, index_t n, index_t k,
+                                                     int blockSize) {
+    extern __shared__ __align__(16) unsigned char matmul_dynamic_pad_bytes[];
+    T* deviceShared = reinterpret_cast<T*>(matmul_dynamic_pad_bytes);
+    const int pitch = blockSize + 1;
+    const int stride = pitch * blockSize;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    // fix: threadIdx.x runs along P's row (the seed ran it down a column and wrote P[x * width + y])
+    const index_t x = (index_t)blockIdx.x * blockSize + tx;  // column
+    const index_t y = (index_t)blockIdx.y * blockSize + ty;  // row
+    T P_element = 0;
+    const index_t tiles = (k + blockSize - 1) / blockSize;  // fix: width / blockSize dropped a partial tile
+    for (index_t t = 0; t < tiles; ++t) {
+        const index_t mk = t * blockSize + tx, nk = t * blockSize + ty;
+        // fix: bounds-checked, zero-filled loads (the seed read past the matrices)
+        deviceShared[ty * pitch + tx] = (y < m && mk < k) ? M_device[y * k + mk] : T(0);
+        deviceShared[stride + tx * pitch + ty] = (nk < k && x < n) ? N_device[nk * n + x] : T(0);
+        __syncthreads();
+        for (int kk = 0; kk < blockSize; ++kk)
+            P_element += deviceShared[ty * pitch + kk] * deviceShared[stride + tx * pitch + kk];
+        __syncthreads();
+    }
+    if (y < m && x < n) P_device[y * n + x] = P_element;  // fix: row-major and guarded (the seed wrote P[x * width + y])
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Register-tiled kernels. A block computes a BM x BN tile of C from BK-deep slices of A and B staged in shared
+// memory k-major (As[k][row], Bs[k][col]); each thread keeps a TM x TN tile of C in registers. They read any of
+// the four layouts in place: A_KC / B_KC say whether the operand's k index is the contiguous one in memory
+// (C-order A, F-order B), and lda / ldb are the leading dimensions. Any m, n, k: loads outside read as zero and
+// stores are guarded.
+// ---------------------------------------------------------------------------------------------------------------
+
+struct TileOrigin {
+    index_t m0, n0;
+};
+
+// The C tile of this block (a 1-D grid, so no grid-dimension limit). Consecutive blocks sweep GROUP_M tile-rows
+// column by column, so the blocks resident together share A rows and B columns in L2.
+template <int BM, int BN>
+__device__ __forceinline__ TileOrigin tile_origin(index_t m, index_t n) {
+    const index_t GROUP_M = 8;
+    const index_t tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
+    const index_t per_group = GROUP_M * tiles_n;
+    const index_t tile = blockIdx.x;
+    const index_t first_m = tile / per_group * GROUP_M;
+    const index_t rows = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+    const index_t in_group = tile % per_group;
+    return {(first_m + in_group % rows) * BM, in_group / rows * BN};
+}
+
+// Moves BK-deep slices of one operand (ROWS of A's rows or of B's columns) from global memory into a k-major
+// shared tile s[k * LD + row], through registers so that the next slice's loads are in flight during the math.
+// K_CONTIG: the operand's k index is contiguous in memory, so the loads run along k and the store transposes;
+// otherwise the rows are contiguous and the store is a straight (vector) copy. Each thread moves runs of V
+// consecutive elements: with VEC one 16-byte load each (the host checks the pointer and the leading dimension), else
+// V element loads (the same addresses, so the same coalescing); a run that straddles the edge is loaded by element.
+template <typename T, int ROWS, int BK, int LD, int THREADS, bool K_CONTIG, bool VEC>
+struct TileLoader {
+    typedef typename Vec16<T>::type Vec;
+    static const int V = Vec16<T>::n;
+    static const int INNER = K_CONTIG ? BK : ROWS;  // the contiguous extent of a slice
+    static const int OUTER = K_CONTIG ? ROWS : BK;
+    static const int VECS_PER_LINE = INNER / V;
+    static const int LINES_PER_PASS = THREADS / VECS_PER_LINE;
+    static const int PASSES = OUTER / LINES_PER_PASS;
+    static_assert(INNER % V == 0 && THREADS % VECS_PER_LINE == 0 && OUTER % LINES_PER_PASS == 0 && PASSES >= 1,
+                  "the threads must cover the slice in whole passes");
+
+    const T* ptr;        // this thread's first element of the next slice
+    const index_t step;  // from one slice to the next
+    const index_t pass;  // from one pass's line to the next
+    const int rows_left; // rows of this operand from the tile's first on, capped at ROWS
+    const int outer0, inner0;  // this thread's first element within a slice
+    T reg[PASSES][V];
+
+    __device__ __forceinline__ TileLoader(const T* base, index_t ld, index_t row0, index_t rows, int tid)
+        : step(K_CONTIG ? (index_t)BK : BK * ld), pass(LINES_PER_PASS * ld),
+          rows_left(rows - row0 < ROWS ? (int)(rows - row0) : ROWS), outer0(tid / VECS_PER_LINE),
+          inner0(tid % VECS_PER_LINE * V) {
+        // element (row r, depth kk) is base[r * ld + kk] when K_CONTIG, base[kk * ld + r] otherwise
+        ptr = K_CONTIG ? base + (row0 + outer0) * ld + inner0 : base + outer0 * ld + row0 + inner0;
+    }
+
+    // Loads the next slice, of which k_left (capped at BK) columns of depth exist, then steps past it.
+    __device__ __forceinline__ void load(int k_left) {
+        const int outer_left = (K_CONTIG ? rows_left : k_left) - outer0;
+        const int inner_left = (K_CONTIG ? k_left : rows_left) - inner0;
+        const bool full = rows_left == ROWS && k_left == BK;  // the same for the whole block: interior tiles skip checks
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+            const T* src = ptr + p * pass;
+            const bool line_ok = p * LINES_PER_PASS < outer_left;
+            if (VEC && (full || (line_ok && inner_left >= V))) {
+                const Vec v = *reinterpret_cast<const Vec*>(src);
+                const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+                for (int i = 0; i < V; ++i) reg[p][i] = e[i];
+            } else {
+#pragma unroll
+                for (int i = 0; i < V; ++i) reg[p][i] = (full || (line_ok && i < inner_left)) ? src[i] : T(0);
+            }
+        }
+        ptr += step;
+    }
+
+    __device__ __forceinline__ void store(T* s) const {
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+            const int outer = outer0 + p * LINES_PER_PASS;
+            if (K_CONTIG) {
+#pragma unroll
+                for (int i = 0; i < V; ++i) s[(inner0 + i) * LD + outer] = reg[p][i];
+            } else {
+                Vec v;
+                T* e = reinterpret_cast<T*>(&v);
+#pragma unroll
+                for (int i = 0; i < V; ++i) e[i] = reg[p][i];
+                *reinterpret_cast<Vec*>(s + outer * LD + inner0) = v;
+            }
+        }
+    }
+};
+
+// The k loop shared by the register-tiled kernels. STAGES == 1: load, barrier, math, barrier. STAGES == 2
+// (double buffering): the next slice's global loads are issued before the math on the current one and land in the
+// other shared stage afterwards, so their latency hides behind the math and one barrier per slice suffices.
+template <int STAGES, int BK, typename T, class LoaderA, class LoaderB, class Math>
+__device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_stage, T* Bs, int b_stage, index_t k,
+                                       Math&& math) {
+    const int slices = (int)((k + BK - 1) / BK);
+    index_t k_rest = k;  // depth from the slice being loaded on (64-bit: k itself may pass 2^31)
+    la.load(k_rest < BK ? (int)k_rest : BK);
+    lb.load(k_rest < BK ? (int)k_rest : BK);
+    la.store(As);
+    lb.store(Bs);
+    __syncthreads();
+    for (int t = 0; t < slices; ++t) {
+        const bool more = t + 1 < slices;
+        k_rest -= BK;
+        const int k_left = k_rest < BK ? (int)k_rest : BK;  // depth of the next slice
+        if (STAGES == 2) {
+            const int cur = t & 1;
+            if (more) {
+                la.load(k_left);
+                lb.load(k_left);
+            }
+            math(As + cur * a_stage, Bs + cur * b_stage);
+            if (more) {
+                la.store(As + (cur ^ 1) * a_stage);
+                lb.store(Bs + (cur ^ 1) * b_stage);
+            }
+            __syncthreads();  // the other stage is written before anyone reads it; this one is free to refill
+        } else {
+            math(As, Bs);
+            __syncthreads();  // every warp is done with the slice before it is overwritten
+            if (more) {
+                la.load(k_left);
+                lb.load(k_left);
+                la.store(As);
+                lb.store(Bs);
+            }
+            __syncthreads();
+        }
+    }
+}
+
+// The SIMT kernels: every multiply-add a true FP32 (or FP64) FMA. Each k step a thread reads TM values of A and
+// TN of B from shared memory (16-byte reads) and does TM * TN FMAs on its register tile.
+// WARP_TILED = false (blocktile_2d): thread t owns a contiguous TM x TN patch; the 16 threads of a half-warp read
+// B 32 bytes apart, two of them per bank group, a 2-way bank conflict on every B read.
+// WARP_TILED = true: each warp owns a WM x WN tile, its lanes an LM x LN grid, and a thread's tile is split into
+// 16-byte sub-blocks LM (LN) lanes apart, so a warp's fragment reads are contiguous: broadcasts, no conflicts.
+// KSPLIT > 1 (sliced k, for grids too small to fill the GPU): KSPLIT groups of threads each own the whole C tile
+// and a 1/KSPLIT share of every slice's depth; their sums meet in shared memory at the end, in a fixed order.
+template <typename T, int BM, int BN, int BK, int WM, int WN, int TM, int TN, bool WARP_TILED, int STAGES,
+          int MIN_BLOCKS, int KSPLIT, bool A_KC, bool B_KC, bool VEC>
+__global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
+    matmul_regtile(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, index_t m, index_t n,
+                   index_t k, index_t lda, index_t ldb, int vec_c) {
+    typedef typename Vec16<T>::type Vec;
+    constexpr int GROUP = BM * BN / (TM * TN);  // threads that cover the C tile once
+    constexpr int THREADS = GROUP * KSPLIT;
+    constexpr int V = Vec16<T>::n;
+    // One 16-byte vector of padding per shared row: the transposing stores of K_CONTIG loaders hit distinct banks
+    // (and rows stay 16-byte aligned for the vector reads).
+    constexpr int LDA = BM + V, LDB = BN + V;
+    constexpr int LM = WM / TM, LN = WN / TN;
+    static_assert(TM % V == 0 && TN % V == 0, "thread tiles are whole 16-byte vectors");
+    static_assert(!WARP_TILED || (LM * LN == 32 && BM % WM == 0 && BN % WN == 0), "warp tiles must fill the block");
+    static_assert(BM % TM == 0 && BN % TN == 0 && GROUP % 32 == 0, "thread tiles must fill the block");
+    static_assert(BK % KSPLIT == 0 && (KSPLIT == 1 || BM * BN <= STAGES * BK * LDA), "k groups and their reduction");
+    __shared__ __align__(16) T As[STAGES * BK * LDA];
+    __shared__ __align__(16) T Bs[STAGES * BK * LDB];
+
+    const int tid = threadIdx.x;
+    const int kgroup = KSPLIT == 1 ? 0 : tid / GROUP, gtid = KSPLIT == 1 ? tid : tid % GROUP;
+    const TileOrigin tile = tile_origin<BM, BN>(m, n);
+    // This thread's first row and column in the block tile, and the distance between its 16-byte sub-blocks.
+    constexpr int RSTEP = WARP_TILED ? LM * V : V, CSTEP = WARP_TILED ? LN * V : V;
+    int row0, col0;
+    if (WARP_TILED) {
+        const int warp = gtid / 32, lane = gtid % 32;
+        row0 = warp / (BN / WN) * WM + lane / LN * V;
+        col0 = warp % (BN / WN) * WN + lane % LN * V;
+    } else {
+        row0 = gtid / (BN / TN) * TM;
+        col0 = gtid % (BN / TN) * TN;
+    }
+
+    TileLoader<T, BM, BK, LDA, THREADS, A_KC, VEC> la(A, lda, tile.m0, m, tid);
+    TileLoader<T, BN, BK, LDB, THREADS, B_KC, VEC> lb(B, ldb, tile.n0, n, tid);
+    // All the epilogue needs, computed up front so that little stays live through the k loop: this thread's
+    // first C element and how many rows / columns exist from it on.
+    T* const c_out = C + (tile.m0 + row0) * n + tile.n0 + col0;
+    const int rows_out = (int)(m - tile.m0 < BM ? m - tile.m0 : BM) - row0;
+    const int cols_out = (int)(n - tile.n0 < BN ? n - tile.n0 : BN) - col0;
+
+    T acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
+
+    k_loop<STAGES, BK>(la, lb, As, BK * LDA, Bs, BK * LDB, k, [&](const T* as, const T* bs) {
+        as += kgroup * (BK / KSPLIT) * LDA;  // this group's share of the slice's depth
+        bs += kgroup * (BK / KSPLIT) * LDB;
+#pragma unroll
+        for (int kk = 0; kk < BK / KSPLIT; ++kk) {
+            T a[TM], b[TN];
+#pragma unroll
+            for (int s = 0; s < TM / V; ++s) {
+                const Vec v = *reinterpret_cast<const Vec*>(as + kk * LDA + row0 + s * RSTEP);
+#pragma unroll
+                for (int i = 0; i < V; ++i) a[s * V + i] = reinterpret_cast<const T*>(&v)[i];
+            }
+#pragma unroll
+            for (int s = 0; s < TN / V; ++s) {
+                const Vec v = *reinterpret_cast<const Vec*>(bs + kk * LDB + col0 + s * CSTEP);
+#pragma unroll
+                for (int j = 0; j < V; ++j) b[s * V + j] = reinterpret_cast<const T*>(&v)[j];
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+        }
+    });
+
+    if (KSPLIT > 1) {  // k_loop ended on a barrier: the shared tiles are free to hold the other groups' sums
+        for (int g = 1; g < KSPLIT; ++g) {
+            if (kgroup == g) {
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) As[(i * TN + j) * GROUP + gtid] = acc[i][j];
+            }
+            __syncthreads();
+            if (kgroup == 0) {
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) acc[i][j] += As[(i * TN + j) * GROUP + gtid];
+            }
+            __syncthreads();
+        }
+        if (kgroup != 0) return;
+    }
+
+    // C rows are written a sub-block (16 bytes) at a time where n and C allow it (vec_c), element-wise at the edge.
+#pragma unroll
+    for (int s = 0; s < TM / V; ++s) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+            const int r = s * RSTEP + i;
+            if (r >= rows_out) continue;
+            T* crow = c_out + r * n;
+#pragma unroll
+            for (int t = 0; t < TN / V; ++t) {
+                const int c = t * CSTEP;
+                const T* src = &acc[s * V + i][t * V];
+                if (vec_c && c + V <= cols_out) {
+                    Vec v;
+#pragma unroll
+                    for (int j = 0; j < V; ++j) reinterpret_cast<T*>(&v)[j] = src[j];
+                    *reinterpret_cast<Vec*>(crow + c) = v;
+                } else {
+#pragma unroll
+                    for (int j = 0; j < V; ++j)
+                        if (c + j < cols_out) crow[c + j] = src[j];
+                }
+            }
+        }
+    }
+}
+
+// FP64 on the tensor cores: the same tiles and k loop, but each warp's WM x WN tile is a grid of 8 x 8 blocks, each
+// advanced 4 deep per mma.sync.m8n8k4 (FP64 products and sums, 512 flops per warp instruction; on sm_90 two
+// blocks and two k steps per m16n8k8). Fragments (PTX ISA), g = lane / 4, t = lane % 4: A 8x4 row-major, lane holds
+// A[g][t]; B 4x8, lane holds B[t][g]; C 8x8, lane holds C[g][2t], C[g][2t + 1].
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, int MIN_BLOCKS, bool A_KC, bool B_KC, bool VEC>
+__global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, MIN_BLOCKS)
+    matmul_dmma(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, index_t m,
+                index_t n, index_t k, index_t lda, index_t ldb, int vec_c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int THREADS = BM / WM * (BN / WN) * 32;
+    // Row stride = 4 (mod 16) doubles: a fragment read (4 k rows x 4 columns per half-warp) hits 16 distinct banks.
+    constexpr int LDA = BM + 4, LDB = BN + 4;
+    constexpr int FM = WM / 8, FN = WN / 8;
+    static_assert(WM % 8 == 0 && WN % 8 == 0 && BK % 4 == 0 && BM % WM == 0 && BN % WN == 0, "tile shape");
+    __shared__ __align__(16) double As[STAGES * BK * LDA];
+    __shared__ __align__(16) double Bs[STAGES * BK * LDB];
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const TileOrigin tile = tile_origin<BM, BN>(m, n);
+    const int wrow = warp / (BN / WN) * WM, wcol = warp % (BN / WN) * WN;
+    const int frag_k = lane % 4, frag_mn = lane / 4;
+
+    TileLoader<double, BM, BK, LDA, THREADS, A_KC, VEC> la(A, lda, tile.m0, m, tid);
+    TileLoader<double, BN, BK, LDB, THREADS, B_KC, VEC> lb(B, ldb, tile.n0, n, tid);
+    // this thread's first C element (row lane / 4, column 2 * (lane % 4) of the warp's first 8x8 block) and how
+    // many rows / columns exist from it on
+    const int row0 = wrow + frag_mn, col0 = wcol + frag_k * 2;
+    double* const c_out = C + (tile.m0 + row0) * n + tile.n0 + col0;
+    const int rows_out = (int)(m - tile.m0 < BM ? m - tile.m0 : BM) - row0;
+    const int cols_out = (int)(n - tile.n0 < BN ? n - tile.n0 : BN) - col0;
+
+    double acc[FM][FN][2];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) acc[i][j][0] = acc[i][j][1] = 0.0;
+
+    k_loop<STAGES, BK>(la, lb, As, BK * LDA, Bs, BK * LDB, k, [&](const double* as, const double* bs) {
+#if __CUDA_ARCH__ >= 900
+        // Hopper's FP64 tensor cores run m8n8k4 at a fraction of their rate; m16n8k8 covers two of our 8x8 blocks
+        // (rows g, g + 8) two k-steps deep (columns t, t + 4) from the very same fragments, in one instruction.
+        static_assert(FM % 2 == 0 && BK % 8 == 0, "m16n8k8 pairs 8-row blocks and 4-deep k steps");
+#pragma unroll
+        for (int kq = 0; kq < BK / 4; kq += 2) {
+            double a[2][FM], b[2][FN];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const double* ak = as + ((kq + h) * 4 + frag_k) * LDA + wrow + frag_mn;
+                const double* bk = bs + ((kq + h) * 4 + frag_k) * LDB + wcol + frag_mn;
+#pragma unroll
+                for (int i = 0; i < FM; ++i) a[h][i] = ak[i * 8];
+#pragma unroll
+                for (int j = 0; j < FN; ++j) b[h][j] = bk[j * 8];
+            }
+#pragma unroll
+            for (int i = 0; i < FM; i += 2)
+#pragma unroll
+                for (int j = 0; j < FN; ++j)
+                    asm("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                        "{%8, %9}, {%0, %1, %2, %3};"
+                        : "+d"(acc[i][j][0]), "+d"(acc[i][j][1]), "+d"(acc[i + 1][j][0]), "+d"(acc[i + 1][j][1])
+                        : "d"(a[0][i]), "d"(a[0][i + 1]), "d"(a[1][i]), "d"(a[1][i + 1]), "d"(b[0][j]), "d"(b[1][j]));
+        }
+#else
+#pragma unroll
+        for (int kq = 0; kq < BK / 4; ++kq) {
+            double a[FM], b[FN];
+            const double* ak = as + (kq * 4 + frag_k) * LDA + wrow + frag_mn;
+            const double* bk = bs + (kq * 4 + frag_k) * LDB + wcol + frag_mn;
+#pragma unroll
+            for (int i = 0; i < FM; ++i) a[i] = ak[i * 8];
+#pragma unroll
+            for (int j = 0; j < FN; ++j) b[j] = bk[j * 8];
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j)
+                    asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+                        : "+d"(acc[i][j][0]), "+d"(acc[i][j][1])
+                        : "d"(a[i]), "d"(b[j]));
+        }
+#endif
+    });
+
+#pragma unroll
+    for (int i = 0; i < FM; ++i) {
+        const int r = i * 8;
+        if (r >= rows_out) continue;
+        double* crow = c_out + r * n;
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+            const int c = j * 8;
+            if (vec_c && c + 2 <= cols_out) {
+                *reinterpret_cast<double2*>(crow + c) = make_double2(acc[i][j][0], acc[i][j][1]);
+            } else {
+                if (c < cols_out) crow[c] = acc[i][j][0];
+                if (c + 1 < cols_out) crow[c + 1] = acc[i][j][1];
+            }
+        }
+    }
+#endif
+}

@@ -1,0 +1,228 @@
+// Matrix-vector product out = A @ x for a row-major (C-order) or column-major (F-order) A, read in place.
+// Row-major: element (i, k) at A[i * n + k]; column-major: at A[i + k * m].
+#include "common.cuh"
+
+template <bool COL_MAJOR>
+__device__ __forceinline__ index_t element(index_t i, index_t k, index_t m, index_t n) {
+    return COL_MAJOR ? i + k * m : i * n + k;
+}
+
+// Seed kernel (000): one thread per row. On a row-major A the lanes of a warp walk 32 different rows (one
+// 32-byte sector per lane per step); on a column-major A the same code reads 32 neighbours of one column.
+// Fixes: the layout is a template parameter; m, n and the indices are 64-bit (i * n passes 2^31 at 46341^2).
+template <typename T, bool COL_MAJOR>
+__global__ void mat_vec_mul(T* out, const T* in_mat, const T* in_vec, index_t m, index_t n) {
+    index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m) return;
+
+    T temp = 0;
+    for (index_t k = 0; k < n; ++k)
+        temp += in_mat[element<COL_MAJOR>(i, k, m, n)] * in_vec[k];
+    out[i] = temp;
+}
+
+// Seed kernel (000): x staged in dynamic shared memory one blockDim.x-element tile per phase, so a block reads
+// x once instead of once per thread; A is read exactly as in mat_vec_mul.
+// Fixes: the layout is a template parameter; 64-bit indices; unsigned char instead of uint8_t (NVRTC has no
+// <cstdint>); the final write is guarded.
+template <typename T, bool COL_MAJOR>
+__global__ void mat_vec_mul_tiles(T* out, const T* in_mat, const T* in_vec, index_t m, index_t n) {
+    extern __shared__ unsigned char tiles_uint8[];
+    T* tiles = reinterpret_cast<T*>(tiles_uint8);
+
+    index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+    T res = 0;
+    index_t n_phases = (n + blockDim.x - 1) / blockDim.x;
+    for (index_t phase = 0; phase < n_phases; ++phase) {
+        index_t elem_idx = phase * blockDim.x + threadIdx.x;
+        tiles[threadIdx.x] = elem_idx < n ? in_vec[elem_idx] : T(0);
+        __syncthreads();
+
+        if (i < m)
+            for (int k = 0; k < (int)blockDim.x && phase * blockDim.x + k < n; ++k)
+                res += in_mat[element<COL_MAJOR>(i, phase * blockDim.x + k, m, n)] * tiles[k];
+        __syncthreads();
+    }
+    if (i < m) out[i] = res;  // fix: the seed wrote out[i] unguarded, out of bounds whenever m % blockDim.x != 0
+}
+
+// One warp per row, lanes striding along it, a shuffle reduction at the end: coalesced on a row-major A (the
+// mirror image of mat_vec_mul), strided on a column-major one.
+template <typename T, bool COL_MAJOR>
+__global__ void warp_per_row(T* __restrict__ out, const T* __restrict__ A, const T* __restrict__ x, index_t m,
+                             index_t n) {
+    const int lane = threadIdx.x & 31;
+    const index_t row = ((index_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (row >= m) return;  // whole warps leave together, so the shuffles below see all 32 lanes
+    T acc = 0;
+    for (index_t k = lane; k < n; k += 32) acc += A[element<COL_MAJOR>(row, k, m, n)] * x[k];
+    acc = warp_sum(acc);
+    if (lane == 0) out[row] = acc;
+}
+
+// ---- The fast kernels: 16-byte loads (when rows/columns are 16-byte aligned), several in flight per thread, A
+// streamed with __ldcs (evict-first: on an H200 up to 9% faster than __ldg on tall or wide matrices, and x stays
+// cached), x through the read-only path (__ldg).
+
+// A load of one element, or of the 16-byte vector holding Vec16<T>::n of them.
+template <typename T, bool VECTOR> struct Chunk { typedef T type; static const int n = 1; };
+template <typename T> struct Chunk<T, true> { typedef typename Vec16<T>::type type; static const int n = Vec16<T>::n; };
+
+template <typename T, typename V>
+__device__ __forceinline__ T dot_chunk(const V& a, const V& b, T acc) {
+    const T* as = reinterpret_cast<const T*>(&a);
+    const T* bs = reinterpret_cast<const T*>(&b);
+#pragma unroll
+    for (int w = 0; w < (int)(sizeof(V) / sizeof(T)); ++w) acc += as[w] * bs[w];
+    return acc;
+}
+
+const int FAST_THREADS = 256;
+
+// Fast, row-major A: a group of TPR lanes per row (TPR = 32 for long rows, fewer for short ones so no lane idles),
+// UNROLL independent loads per lane, a shuffle reduction inside the group. A block takes FAST_THREADS / TPR rows
+// at a time and strides over such tiles (tiles = ceil(m / rows per tile); a grid smaller than that saves block
+// launches when each tile is short work). blockIdx.y splits the rows into chunks of `chunk` vectors so that few,
+// long rows still fill the GPU; each chunk writes its partial sums to dst[blockIdx.y * m + row] (dst is out
+// itself when there is one chunk). VECTOR needs n % Vec16<T>::n == 0 and 16-byte aligned A and x.
+template <typename T, bool VECTOR, int TPR, int UNROLL>
+__global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restrict__ A, const T* __restrict__ x,
+                                                                index_t m, index_t n, index_t chunk,
+                                                                T* __restrict__ dst) {
+    typedef typename Chunk<T, VECTOR>::type V;
+    const int W = Chunk<T, VECTOR>::n;
+    const int ROWS = FAST_THREADS / TPR;
+    const int lane = threadIdx.x % TPR;
+    const index_t nv = n / W;
+    const index_t begin = (index_t)blockIdx.y * chunk;
+    const index_t end = begin + chunk < nv ? begin + chunk : nv;
+    const V* xv = reinterpret_cast<const V*>(x);
+
+    for (index_t tile = blockIdx.x; tile * ROWS < m; tile += gridDim.x) {
+        const index_t row = tile * ROWS + threadIdx.x / TPR;
+        T acc[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) acc[u] = 0;
+        if (row < m) {
+            const V* a = reinterpret_cast<const V*>(A + row * n);
+            index_t v = begin + lane;
+            for (; v + (UNROLL - 1) * TPR < end; v += UNROLL * TPR) {
+                V av[UNROLL], xs[UNROLL];
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) av[u] = __ldcs(a + v + u * TPR);
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) xs[u] = __ldg(xv + v + u * TPR);
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) acc[u] = dot_chunk(av[u], xs[u], acc[u]);
+            }
+            for (; v < end; v += TPR) acc[0] = dot_chunk(__ldcs(a + v), __ldg(xv + v), acc[0]);
+        }
+        T s = acc[0];
+#pragma unroll
+        for (int u = 1; u < UNROLL; ++u) s += acc[u];
+        // Every lane of the warp takes part (rows past m hold 0), so the full mask is valid; the xor offsets stay
+        // inside each aligned group of TPR lanes.
+#pragma unroll
+        for (int offset = TPR / 2; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+        if (row < m && lane == 0) dst[(index_t)blockIdx.y * m + row] = s;
+    }
+}
+
+// Fast, column-major A: threads run down the columns (RL lanes of W consecutive rows each: coalesced 16-byte
+// loads), the block's other FAST_THREADS / RL lanes take different columns of the same rows (so a short column
+// still gives a full block), UNROLL columns in flight per thread. The column lanes are added in shared memory in
+// a fixed order. Tiles of RL * W rows, strided over as in matvec_rowmajor; blockIdx.y splits the columns into
+// chunks of `chunk`, written as there. VECTOR needs m % Vec16<T>::n == 0 and a 16-byte aligned A.
+template <typename T, bool VECTOR, int RL, int UNROLL>
+__global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restrict__ A, const T* __restrict__ x,
+                                                                index_t m, index_t n, index_t chunk,
+                                                                T* __restrict__ dst) {
+    typedef typename Chunk<T, VECTOR>::type V;
+    const int W = Chunk<T, VECTOR>::n;
+    const int CL = FAST_THREADS / RL;  // column lanes
+    const int r = threadIdx.x % RL, c = threadIdx.x / RL;
+    const index_t mv = m / W;
+    const index_t begin = (index_t)blockIdx.y * chunk;
+    const index_t end = begin + chunk < n ? begin + chunk : n;
+    __shared__ T lanes[CL > 1 ? FAST_THREADS * W : 1];  // [column lane][row within the tile]
+
+    for (index_t tile = blockIdx.x; tile * RL < mv; tile += gridDim.x) {
+        const index_t rv = tile * RL + r;
+        T acc[UNROLL][W];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+            for (int w = 0; w < W; ++w) acc[u][w] = 0;
+        if (rv < mv) {
+            const V* a = reinterpret_cast<const V*>(A) + rv;  // column j of this lane's rows: a[j * mv]
+            index_t j = begin + c;
+            for (; j + (UNROLL - 1) * CL < end; j += UNROLL * CL) {
+                V av[UNROLL];
+                T xs[UNROLL];
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) av[u] = __ldcs(a + (j + u * CL) * mv);
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) xs[u] = __ldg(x + j + u * CL);
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) {
+                    const T* as = reinterpret_cast<const T*>(&av[u]);
+#pragma unroll
+                    for (int w = 0; w < W; ++w) acc[u][w] += as[w] * xs[u];
+                }
+            }
+            for (; j < end; j += CL) {
+                V av = __ldcs(a + j * mv);
+                T xj = __ldg(x + j);
+                const T* as = reinterpret_cast<const T*>(&av);
+#pragma unroll
+                for (int w = 0; w < W; ++w) acc[0][w] += as[w] * xj;
+            }
+        }
+        T s[W];
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+            s[w] = acc[0][w];
+#pragma unroll
+            for (int u = 1; u < UNROLL; ++u) s[w] += acc[u][w];
+        }
+        T* rows = dst + (index_t)blockIdx.y * m + tile * RL * W;  // this tile's rows in dst
+        if (CL == 1) {
+            if (rv < mv)
+#pragma unroll
+                for (int w = 0; w < W; ++w) rows[r * W + w] = s[w];
+        } else {
+            const index_t rows_left = m - tile * RL * W;
+            __syncthreads();  // the previous tile's readers of `lanes` are done
+#pragma unroll
+            for (int w = 0; w < W; ++w) lanes[c * RL * W + r * W + w] = s[w];
+            __syncthreads();
+            for (int e = threadIdx.x; e < RL * W && e < rows_left; e += FAST_THREADS) {
+                T t = 0;
+                for (int l = 0; l < CL; ++l) t += lanes[l * RL * W + e];
+                rows[e] = t;
+            }
+        }
+    }
+}
+
+// Adds the chunks' partial sums of each row, in chunk order (deterministic): 8 rows x 32 chunk lanes per block,
+// the lanes combined in shared memory in a fixed order.
+template <typename T>
+__global__ void __launch_bounds__(256) sum_chunks(const T* __restrict__ partial, index_t m, int chunks,
+                                                  T* __restrict__ out) {
+    __shared__ T lanes[32][8];
+    const index_t row = (index_t)blockIdx.x * 8 + threadIdx.x;
+    T s = 0;
+    if (row < m) {
+#pragma unroll 4
+        for (int c = threadIdx.y; c < chunks; c += 32) s += partial[(index_t)c * m + row];
+    }
+    lanes[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && row < m) {
+        T t = 0;
+        for (int l = 0; l < 32; ++l) t += lanes[l][threadIdx.x];
+        out[row] = t;
+    }
+}

@@ -1,0 +1,318 @@
+import importlib
+import json
+
+import numpy as np
+import pytest
+
+import cudakit
+from cudakit import _check, _tune
+from conftest import assert_close, poisoned, random_array
+
+mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
+
+VARIANTS = [v.name for v in cudakit.variants("matmul")]
+DTYPES = [np.float32, np.float64]
+# (m, k, n): ones, primes, 4097, tall and wide, long and short inner dimensions
+SHAPES = [(1, 1, 1), (1, 4097, 1), (7, 13, 5), (31, 33, 35), (64, 64, 64), (97, 101, 103), (128, 1, 128),
+          (1, 128, 128), (4097, 3, 5), (3, 5, 4097), (257, 4097, 129)]
+ORDERS = [("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")]
+
+
+def ref64(A, B):
+    import cupy
+
+    return A.astype(cupy.float64) @ B.astype(cupy.float64)
+
+
+def operand(shape, dtype, layout):
+    """A fresh random operand of `shape` in one of the layouts the API must read (values never zero)."""
+    r, c = shape
+    if layout in ("C", "F"):
+        return random_array(shape, dtype, layout)
+    if layout == "T":  # the transposed view of a C-order array: F-contiguous, no copy made
+        return random_array((c, r), dtype).T
+    if layout == "strided":  # no unit stride at all: the kernels get a copy
+        return random_array((r, 2 * c), dtype)[:, ::2]
+    if layout == "padded":  # rows further apart than their length: read in place with ld > c
+        return random_array((r, c + 5), dtype)[:, :c]
+    if layout == "offset":  # padded and one element off 16-byte alignment: the element-load path
+        return random_array((r + 1, c + 3), dtype)[1:, 1:c + 1]
+    raise AssertionError(layout)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matmul_matches_float64(variant, dtype, shape):
+    m, k, n = shape
+    for oa, ob in ORDERS:
+        A, B = operand((m, k), dtype, oa), operand((k, n), dtype, ob)
+        out = poisoned((m, n), dtype)
+        res = cudakit.matmul(A, B, out=out, variant=variant)
+        assert res is out
+        assert_close(res, ref64(A, B), dtype, k, f"{variant} {shape} {oa}{ob}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matmul_views_and_returned_array(variant, dtype):
+    layouts = [("T", "T"), ("T", "C"), ("strided", "padded"), ("padded", "strided"), ("offset", "offset"),
+               ("offset", "T"), ("C", "offset")]
+    for m, k, n in [(33, 35, 31), (130, 67, 129), (5, 300, 7)]:
+        for la, lb in layouts:
+            A, B = operand((m, k), dtype, la), operand((k, n), dtype, lb)
+            res = cudakit.matmul(A, B, variant=variant)
+            assert res.shape == (m, n) and res.dtype == dtype and res.flags.c_contiguous
+            assert_close(res, ref64(A, B), dtype, k, f"{variant} {m}x{k}x{n} {la}/{lb}")
+
+
+def _device_tiles(dtype):
+    import cupy
+
+    cc = _tune.compute_capability(cupy.cuda.runtime.getDevice())
+    return [t for t in _tune.candidates(dtype, cc)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_tile_configuration_on_odd_shapes(dtype):
+    """The fast variant runs whichever tile is tuned: every candidate must be right on every edge case."""
+    for tile in _device_tiles(dtype):
+        for m, k, n in [(1, 1, 1), (7, 13, 5), (129, 17, 257), (300, 129, 131), (2, 515, 3)]:
+            for oa, ob in ORDERS + [("offset", "padded")]:
+                A, B = operand((m, k), dtype, oa), operand((k, n), dtype, ob)
+                out = poisoned((m, n), dtype)
+                mm.run_tile(tile, A, B, out)
+                assert_close(out, ref64(A, B), dtype, k, f"{tile.name} {m}x{k}x{n} {oa}{ob}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fast_on_big_matrices(dtype):
+    import cupy
+
+    device = cupy.cuda.runtime.getDevice()
+    large, small = _tune.tiles(device, np.dtype(dtype))
+    for m, k, n in [(1031, 1029, 1027), (2048 + 3, 1000, 2048 + 5)]:
+        for oa, ob in [("C", "C"), ("F", "C"), ("C", "F")]:
+            A, B = operand((m, k), dtype, oa), operand((k, n), dtype, ob)
+            res = cudakit.matmul(A, B)
+            assert_close(res, ref64(A, B), dtype, k, f"fast {m}x{k}x{n} {oa}{ob}")
+    A, B = operand((1500, 700), dtype, "C"), operand((700, 1300), dtype, "C")
+    for tile in (large, small):  # both tiles of the active configuration, whatever the grid picks
+        out = poisoned((1500, 1300), dtype)
+        mm.run_tile(tile, A, B, out)
+        assert_close(out, ref64(A, B), dtype, 700, tile.name)
+
+
+@pytest.mark.gpu
+def test_fast_picks_the_small_tile_for_small_grids():
+    import cupy
+
+    device = cupy.cuda.runtime.getDevice()
+    large, small = _tune.tiles(device, np.dtype(np.float32))
+    assert mm.pick_tile(device, np.dtype(np.float32), 8192, 8192) == large
+    assert mm.pick_tile(device, np.dtype(np.float32), 64, 64) == small
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_zero_sizes(variant):
+    import cupy
+
+    A, B = random_array((5, 0), np.float32), random_array((0, 7), np.float32)
+    out = poisoned((5, 7), np.float32)
+    res = cudakit.matmul(A, B, out=out, variant=variant)  # k == 0: a sum of nothing
+    assert res is out and bool((res == 0).all())
+    res = cudakit.matmul(random_array((0, 4), np.float64), random_array((4, 3), np.float64), variant=variant)
+    assert res.shape == (0, 3) and res.dtype == np.float64
+    res = cudakit.matmul(random_array((3, 4), np.float32), random_array((4, 0), np.float32), variant=variant)
+    assert res.shape == (3, 0)
+    assert cudakit.matmul(cupy.empty((0, 0), np.float32), cupy.empty((0, 0), np.float32), variant=variant).shape == (0, 0)
+
+
+@pytest.mark.gpu
+def test_matmul_on_a_non_default_stream():
+    import cupy
+
+    A, B = random_array((300, 200), np.float32), random_array((200, 100), np.float32)
+    with cupy.cuda.Stream(non_blocking=True) as s:
+        res = cudakit.matmul(A, B)
+        s.synchronize()
+    assert_close(res, ref64(A, B), np.float32, 200)
+
+
+@pytest.mark.gpu
+def test_matmul_check_mode_catches_a_wrong_result(monkeypatch):
+    from cudakit import _variants
+
+    A, B = random_array((40, 30), np.float32), random_array((30, 20), np.float32)
+    cudakit.matmul(A, B, check=True)  # a right result passes
+    fast = _variants.lookup("matmul", "fast")
+    broken = _variants.Variant("matmul", "fast", fast.lesson, lambda A, B, out: fast.run(A, B[:, ::-1], out))
+    monkeypatch.setitem(_variants._TABLE["matmul"], "fast", broken)
+    with pytest.raises(_check.CheckError, match="relative error"):
+        cudakit.matmul(A, B, check=True)
+    monkeypatch.setenv("CUDAKIT_CHECK", "1")
+    with pytest.raises(_check.CheckError):
+        cudakit.matmul(A, B)
+
+
+@pytest.mark.gpu
+def test_matmul_bad_inputs():
+    import cupy
+
+    A, B = random_array((4, 5), np.float32), random_array((5, 6), np.float32)
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        cudakit.matmul(np.ones((4, 5), np.float32), B)
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        cudakit.matmul(A, [[1.0] * 6] * 5)
+    with pytest.raises(ValueError, match=r"\(4, 5\).*\(6, 5\)"):
+        cudakit.matmul(A, random_array((6, 5), np.float32))
+    with pytest.raises(ValueError, match="2-D"):
+        cudakit.matmul(A[0], B)
+    with pytest.raises(ValueError, match="2-D"):
+        cudakit.matmul(A, B.reshape(5, 6, 1))
+    with pytest.raises(TypeError, match="one dtype"):
+        cudakit.matmul(A, B.astype(np.float64))
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        cudakit.matmul(A.astype(np.int32), B.astype(np.int32))
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        cudakit.matmul(A.astype(np.float16), B.astype(np.float16))
+    with pytest.raises(ValueError, match="valid variants: cu_matmul"):
+        cudakit.matmul(A, B, variant="nope")
+    with pytest.raises(ValueError, match="shape"):
+        cudakit.matmul(A, B, out=cupy.empty((4, 5), np.float32))
+    with pytest.raises(TypeError, match="dtype"):
+        cudakit.matmul(A, B, out=cupy.empty((4, 6), np.float64))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        cudakit.matmul(A, B, out=cupy.empty((6, 4), np.float32).T)
+    square = random_array((5, 5), np.float32)
+    with pytest.raises(ValueError, match="overlaps"):
+        cudakit.matmul(square, square, out=square)
+
+
+@pytest.mark.gpu
+def test_tune_searches_checks_and_caches(monkeypatch, tmp_path):
+    """A quick tune on tiny shapes: it stores a winner per dtype and never picks a tile whose result is wrong."""
+    import cupy
+
+    cache = tmp_path / "tune.json"
+    monkeypatch.setenv(_tune.CACHE_ENV, str(cache))
+    monkeypatch.setattr(_tune, "TUNE_SHAPES", {dt: {"large": [(256, 256, 128)], "small": [(64, 64, 32)]}
+                                              for dt in (_tune.F32, _tune.F64)})
+    monkeypatch.setattr(_tune, "time_ms", lambda fn, reps=10, rounds=5: (fn(), 1.0)[1])
+    device = cupy.cuda.runtime.getDevice()
+    bad = _tune.candidates(np.float32, _tune.compute_capability(device))[0]
+    real_run = mm.run_tile
+
+    def run_tile(tile, A, B, out):
+        real_run(tile, A, B, out)
+        if tile == bad:
+            out[0, 0] += 1000.0  # a wrong element: the check must reject this candidate
+
+    monkeypatch.setattr(mm, "run_tile", run_tile)
+    lines = []
+
+    class Console:
+        def print(self, text):
+            lines.append(text)
+
+    result = _tune.tune(Console())
+    assert set(result) == {"float32", "float64"}
+    assert any("WRONG" in l and bad.name in l for l in lines)
+    assert bad.name not in result["float32"].values()
+    stored = json.loads(cache.read_text())["devices"][_tune.device_key(device)]
+    assert stored["float32"] == result["float32"]
+    for dtype in DTYPES:
+        config, source = _tune.active_config(device, dtype)
+        assert source == "tuned" and config == result[np.dtype(dtype).name]
+        assert _tune.tiles(device, np.dtype(dtype))[0].name == config["large"]
+    _tune.tiles.cache_clear()
+
+
+# ---- GPU-less -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cache_file(monkeypatch, tmp_path):
+    path = tmp_path / "sub" / "matmul_tune.json"
+    monkeypatch.setenv(_tune.CACHE_ENV, str(path))
+    yield path
+    _tune.tiles.cache_clear()
+
+
+def test_tune_cache_round_trip(cache_file):
+    key = "Fake GPU (sm_90)"
+    f32 = _tune.candidates(np.float32, 90)
+    config = {"large": f32[2].name, "small": f32[1].name}
+    assert _tune.lookup(key, np.float32, 90) == (_tune.default_config(np.float32, 90), "default")
+    _tune.store(key, np.float32, config)
+    assert cache_file.is_file()
+    assert _tune.lookup(key, np.float32, 90) == (config, "tuned")
+    assert _tune.lookup(key, np.float64, 90)[1] == "default"  # nothing stored for float64
+    assert _tune.lookup("Other GPU (sm_80)", np.float32, 80)[1] == "default"
+    f64 = {"large": _tune.candidates(np.float64, 90)[0].name, "small": _tune.candidates(np.float64, 90)[1].name}
+    _tune.store(key, np.float64, f64)
+    assert _tune.lookup(key, np.float32, 90) == (config, "tuned")  # the first entry survives the second store
+    assert _tune.lookup(key, np.float64, 90) == (f64, "tuned")
+
+
+def test_tune_cache_rejects_bad_entries(cache_file):
+    key = "Fake GPU (sm_70)"
+    dmma = next(t for t in _tune.CANDIDATES[_tune.F64] if t.kind == "dmma")
+    _tune.store(key, np.float64, {"large": dmma.name, "small": dmma.name})
+    assert _tune.lookup(key, np.float64, 70) == (_tune.default_config(np.float64, 70), "default")  # no DMMA on sm_70
+    _tune.store(key, np.float32, {"large": "no_such_tile", "small": "no_such_tile"})
+    assert _tune.lookup(key, np.float32, 70)[1] == "default"
+    cache_file.write_text("{not json")
+    assert _tune.lookup(key, np.float32, 70)[1] == "default"
+    cache_file.write_text(json.dumps({"version": 999, "devices": {}}))
+    assert _tune.lookup(key, np.float32, 70)[1] == "default"
+
+
+def test_active_config_uses_the_device_key(cache_file, monkeypatch):
+    monkeypatch.setattr(_tune, "device_key", lambda device_id: f"Fake GPU {device_id} (sm_90)")
+    monkeypatch.setattr(_tune, "compute_capability", lambda device_id: 90)
+    assert _tune.active_config(0, np.float32) == (_tune.default_config(np.float32, 90), "default")
+    config = {"large": _tune.candidates(np.float32, 90)[1].name, "small": _tune.candidates(np.float32, 90)[0].name}
+    _tune.store("Fake GPU 0 (sm_90)", np.float32, config)
+    assert _tune.active_config(0, np.float32) == (config, "tuned")
+    assert _tune.active_config(1, np.float32)[1] == "default"
+    assert [t.name for t in _tune.tiles(0, np.dtype(np.float32))] == [config["large"], config["small"]]
+
+
+def test_cache_path_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv(_tune.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _tune.cache_path() == tmp_path / "xdg" / "cudakit" / "matmul_tune.json"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _tune.cache_path() == tmp_path / "home" / ".cache" / "cudakit" / "matmul_tune.json"
+    monkeypatch.setenv(_tune.CACHE_ENV, str(tmp_path / "x.json"))
+    assert _tune.cache_path() == tmp_path / "x.json"
+
+
+def test_default_tiles_and_the_search_space():
+    names = {t.name for tiles in _tune.CANDIDATES.values() for t in tiles}
+    assert len(names) == sum(len(t) for t in _tune.CANDIDATES.values())  # names are unique
+    for cc in (70, 80, 90):
+        for dtype in DTYPES:
+            config = _tune.default_config(dtype, cc)
+            usable = {t.name for t in _tune.candidates(dtype, cc)}
+            assert config["large"] in usable and config["small"] in usable
+    assert all(t.kind == "simt" for t in _tune.candidates(np.float32, 90))  # FP32 never goes near the tensor cores
+    assert _tune.default_config(np.float64, 90)["large"].startswith("dmma")
+    assert _tune.default_config(np.float64, 70)["large"].startswith("simt")
+
+
+def test_every_tile_is_compiled_by_the_compile_check():
+    groups = {e for g in mm.instantiation_groups() for e in g}
+    for dtype, tiles in _tune.CANDIDATES.items():
+        for tile in tiles:
+            assert set(mm.tile_instantiations(tile, dtype)) <= groups
+    for tiles in (mm.BLOCKTILE_2D, mm.WARP_TILED, mm.DOUBLE_BUFFERED):
+        for dtype, tile in tiles.items():
+            assert set(mm.tile_instantiations(tile, dtype)) <= groups

@@ -1,0 +1,210 @@
+import importlib
+
+import numpy as np
+import pytest
+
+import cudakit
+from cudakit import _check
+from conftest import assert_close, poisoned, random_array
+
+mv = importlib.import_module("cudakit.matvec")  # the module (cudakit.matvec is the function)
+
+VARIANTS = [v.name for v in cudakit.variants("matvec")]
+DTYPES = [np.float32, np.float64]
+SHAPES = [(1, 1), (1, 4097), (4097, 1), (7, 13), (97, 1013), (1024, 1024), (4097, 4097), (3, 100_003),
+          (100_003, 3), (0, 5), (5, 0)]
+# Aligned shapes that reach the fast kernels' vector paths, split (few rows or columns) and unsplit.
+FAST_PATH_SHAPES = [(8, 1 << 16), (1 << 16, 8), (40, 20_000), (20_000, 40), (512, 2048), (2048, 512)]
+
+pytestmark = pytest.mark.gpu
+
+
+def _reference(A, x):
+    import cupy
+
+    return A.astype(cupy.float64) @ x.astype(cupy.float64)
+
+
+def _check_result(A, x, variant, what):
+    out = poisoned((A.shape[0],), A.dtype)
+    res = cudakit.matvec(A, x, out=out, variant=variant)
+    assert res is out and res.shape == (A.shape[0],) and res.dtype == A.dtype
+    assert_close(res, _reference(A, x), A.dtype, A.shape[1], f"{variant} {what}")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])
+def test_matvec_matches_float64(variant, dtype, order, shape):
+    A, x = random_array(shape, dtype, order), random_array(shape[1], dtype)
+    _check_result(A, x, variant, f"{order} {shape}")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("shape", FAST_PATH_SHAPES, ids=[f"{m}x{n}" for m, n in FAST_PATH_SHAPES])
+def test_matvec_fast_paths(variant, dtype, order, shape):
+    A, x = random_array(shape, dtype, order), random_array(shape[1], dtype)
+    _check_result(A, x, variant, f"{order} {shape}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_fast_path_shapes_cover_vector_split_and_unsplit_plans(dtype, order):
+    """FAST_PATH_SHAPES really reach the 16-byte kernels, both with and without the chunk split."""
+    plans = []
+    for shape in FAST_PATH_SHAPES:
+        A, x = random_array(shape, dtype, order), random_array(shape[1], dtype)
+        p = mv.plan(A, x)
+        assert p.vector and ("colmajor" in p.kernel) == (order == "F" and shape[0] > 1), (shape, p)
+        plans.append(p)
+    assert any(p.chunks > 1 for p in plans) and any(p.chunks == 1 for p in plans)
+
+
+KNOBS = [{"persistent": False}, {"long_row_unroll": 4}, {"long_row_unroll": 8}, {"row_unroll": 2},
+         {"row_unroll": 8}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
+         {"blocks_per_sm": 8}]  # the tuning tools/matvec_probe.py times
+
+
+@pytest.mark.parametrize("knobs", KNOBS, ids=[",".join(f"{k}={v}" for k, v in kn.items()) for kn in KNOBS])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_fast_plans_under_other_tuning(knobs, dtype, order):
+    """Every tuning the probe times computes the same function (so a default can move to any of them)."""
+    for shape in FAST_PATH_SHAPES + [(97, 1013), (3, 4096), (4096, 3)]:
+        A, x = random_array(shape, dtype, order), random_array(shape[1], dtype)
+        p = mv.plan(A, x, **knobs)
+        out = poisoned((shape[0],), dtype)
+        mv._run_plan(A, x, out, p)
+        assert_close(out, _reference(A, x), dtype, shape[1], f"{knobs} {order} {shape} {p}")
+
+
+def test_fast_reads_transposed_views_in_place(monkeypatch):
+    import cupy
+
+    B = random_array((300, 200), np.float32)
+    copies = []
+    real = cupy.ascontiguousarray
+
+    def spy(a, *args, **kwargs):
+        res = real(a, *args, **kwargs)
+        if res.data.ptr != a.data.ptr:
+            copies.append(a.shape)
+        return res
+
+    monkeypatch.setattr(cupy, "ascontiguousarray", spy)
+    for A in (B, B.T, cupy.asfortranarray(B), cupy.asfortranarray(B).T):
+        x = random_array(A.shape[1], np.float32)
+        assert_close(cudakit.matvec(A, x), _reference(A, x), np.float32, A.shape[1], f"{A.strides}")
+    assert copies == [], copies
+    cudakit.matvec(B[:, ::2], random_array(100, np.float32))
+    assert copies == [(300, 100)]  # the spy does see the documented copy of other strides
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matvec_transposed_strided_and_misaligned_views(variant, dtype):
+    big = random_array((301, 403), dtype)
+    flat = random_array(97 * 1013 + 1, dtype)
+    xs = random_array(2 * 1013 + 1, dtype)
+    cases = {
+        "A.T (F-contiguous view)": (big.T, random_array(301, dtype)),
+        "A[::2, ::3]": (big[::2, ::3], random_array(135, dtype)),
+        "A[:, :400] (row stride > n)": (big[:, :400], random_array(400, dtype)),
+        "A.T[:, 1:] (column view)": (big.T[:, 1:], random_array(300, dtype)),
+        "C view at offset 1": (flat[1:].reshape(97, 1013), random_array(1013, dtype)),
+        "F view at offset 1": (flat[1:].reshape((97, 1013), order="F"), random_array(1013, dtype)),
+        "C view at offset 1, even n": (flat[1:97 * 1012 + 1].reshape(97, 1012), random_array(1012, dtype)),
+        "x at offset 1": (flat[:97 * 1012].reshape(97, 1012), xs[1:1013]),
+        "x strided": (flat[:-1].reshape(97, 1013), xs[::2][:1013]),
+        "negative strides": (big[::-1, ::-1], random_array(403, dtype)),
+    }
+    for what, (A, x) in cases.items():
+        _check_result(A, x, variant, what)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_matvec_is_deterministic(variant):
+    for shape, order in [((16, 1 << 16), "C"), ((1 << 16, 16), "F"), ((4097, 4097), "C")]:
+        A, x = random_array(shape, np.float32, order), random_array(shape[1], np.float32)
+        first = cudakit.matvec(A, x, variant=variant).copy()
+        for _ in range(3):
+            assert bool((cudakit.matvec(A, x, variant=variant) == first).all()), (variant, shape, order)
+
+
+def test_matvec_zero_size_results():
+    import cupy
+
+    out = poisoned((5,), np.float32)
+    assert cudakit.matvec(cupy.empty((5, 0), np.float32), cupy.empty(0, np.float32), out=out) is out
+    assert bool((out == 0).all())
+    res = cudakit.matvec(cupy.empty((0, 5), np.float64), random_array(5, np.float64))
+    assert res.shape == (0,) and res.dtype == np.float64
+
+
+def test_matvec_on_a_non_default_stream():
+    import cupy
+
+    A, x = random_array((64, 1 << 16), np.float64), random_array(1 << 16, np.float64)
+    with cupy.cuda.Stream(non_blocking=True) as s:
+        res = cudakit.matvec(A, x)  # split plan: scratch partials private to this stream
+        s.synchronize()
+    assert_close(res, _reference(A, x), np.float64, A.shape[1])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_matvec_check_mode(variant, monkeypatch):
+    from cudakit import _variants
+
+    A, x = random_array((97, 1013), np.float32), random_array(1013, np.float32)
+    cudakit.matvec(A, x, variant=variant, check=True)  # the right result passes
+    row = _variants.lookup("matvec", variant)
+
+    def corrupted(A, x, out):
+        row.run(A, x, out)
+        out[3] += 1.0  # one element off by about 0.1 %: beyond the float32 tolerance
+
+    broken = _variants.Variant("matvec", variant, row.lesson, corrupted, seed=row.seed)
+    monkeypatch.setitem(_variants._TABLE["matvec"], variant, broken)
+    with pytest.raises(_check.CheckError, match="relative error"):
+        cudakit.matvec(A, x, variant=variant, check=True)
+    monkeypatch.setenv("CUDAKIT_CHECK", "1")
+    with pytest.raises(_check.CheckError):
+        cudakit.matvec(A, x, variant=variant)
+    cudakit.matvec(A, x, variant=variant, check=False)  # explicitly off wins over the environment
+
+
+def test_matvec_bad_inputs():
+    import cupy
+
+    A, x = random_array((4, 3), np.float32), random_array(3, np.float32)
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        cudakit.matvec(np.ones((4, 3), np.float32), x)
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        cudakit.matvec(A, [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="2-D"):
+        cudakit.matvec(x, x)
+    with pytest.raises(ValueError, match="1-D"):
+        cudakit.matvec(A, A)
+    with pytest.raises(ValueError, match=r"\(4, 3\).*\(4,\)"):
+        cudakit.matvec(A, random_array(4, np.float32))
+    with pytest.raises(TypeError, match="one dtype"):
+        cudakit.matvec(A, x.astype(np.float64))
+    for dtype in (np.int32, np.float16, np.complex64):
+        with pytest.raises(TypeError, match="unsupported dtype"):
+            cudakit.matvec(A.astype(dtype), x.astype(dtype))
+    with pytest.raises(ValueError, match="valid variants: mat_vec_mul, mat_vec_mul_tiles"):
+        cudakit.matvec(A, x, variant="nope")
+    with pytest.raises(ValueError, match="shape"):
+        cudakit.matvec(A, x, out=cupy.empty(3, np.float32))
+    with pytest.raises(TypeError, match="dtype"):
+        cudakit.matvec(A, x, out=cupy.empty(4, np.float64))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        cudakit.matvec(A, x, out=cupy.empty(8, np.float32)[::2])
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        cudakit.matvec(A, x, out=np.empty(4, np.float32))
+    buf = random_array(7, np.float32)
+    with pytest.raises(ValueError, match="overlaps x"):
+        cudakit.matvec(A, buf[:3], out=buf[2:6])

@@ -1,0 +1,229 @@
+"""cudakit.transpose: every variant, element size and shape kind, bit for bit against cupy.ascontiguousarray(a.T)."""
+import importlib
+import re
+
+import numpy as np
+import pytest
+
+import cudakit
+from cudakit import _check, _compile
+from conftest import poisoned
+
+transpose_module = importlib.import_module("cudakit.transpose")  # cudakit.transpose is the function
+
+VARIANTS = [v.name for v in cudakit.variants("transpose")]
+DIAGNOSTICS = [v for v in cudakit.variants("transpose", diagnostics=True) if v.diagnostic]
+DTYPES = [np.int8, np.float16, np.float32, np.float64, np.complex64]
+# 48x80, 272x144: whole 16-byte rows for every element size (the aligned path), several tiles, partial ones;
+# 241x37, 1013x97, 125x61: rows just past multiples of the overlapping tiles of the misaligned path.
+SHAPES = [(1, 1), (1, 7), (7, 1), (31, 33), (32, 32), (97, 1013), (4097, 3), (3, 4097), (48, 80), (272, 144),
+          (241, 37), (1013, 97), (125, 61), (0, 5), (5, 0)]
+
+
+def random_bits(shape, dtype, order="C"):
+    """Fresh random bytes viewed as dtype (NaNs and all): a transpose must move every bit pattern unchanged."""
+    import cupy
+
+    dtype = np.dtype(dtype)
+    if 0 in shape:
+        return cupy.empty(shape, dtype, order=order)
+    raw = cupy.random.randint(0, 256, size=(shape[0], shape[1] * dtype.itemsize), dtype=np.uint8)
+    return cupy.asarray(raw.view(dtype), order=order)
+
+
+def assert_same_bits(res, ref, what=""):
+    import cupy
+
+    bits = np.dtype(f"u{ref.dtype.itemsize}")
+    assert res.shape == ref.shape and res.dtype == ref.dtype, what
+    wrong = int(cupy.count_nonzero(res.view(bits) != cupy.ascontiguousarray(ref).view(bits)))
+    assert wrong == 0, f"{what}: {wrong} of {ref.size} elements differ"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_transpose_is_exact(variant, dtype, shape):
+    a = random_bits(shape, dtype)
+    out = poisoned(shape[::-1], dtype)
+    res = cudakit.transpose(a, out=out, variant=variant)
+    assert res is out and res.flags.c_contiguous
+    assert_same_bits(res, a.T, f"{variant} {np.dtype(dtype)} {shape}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.float32, np.int8])
+def test_transpose_4097_square(variant, dtype):
+    a = random_bits((4097, 4097), dtype)
+    res = cudakit.transpose(a, out=poisoned((4097, 4097), dtype), variant=variant)
+    assert_same_bits(res, a.T, f"{variant} {np.dtype(dtype)}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(64, 128), (129, 257), (1000, 24)])
+@pytest.mark.parametrize("offsets", [(1, 0), (0, 3), (5, 7)])
+def test_transpose_arrays_that_start_mid_unit(variant, dtype, shape, offsets):
+    """C-contiguous views at an element offset: rows no longer start on 16 bytes, on the input, the output or both."""
+    import cupy
+
+    n = shape[0] * shape[1]
+    a = random_bits((1, n + offsets[0]), dtype)[0, offsets[0]:].reshape(shape)
+    buf = poisoned((n + offsets[1],), dtype)
+    out = buf[offsets[1]:].reshape(shape[::-1])
+    assert a.flags.c_contiguous and out.flags.c_contiguous
+    res = cudakit.transpose(a, out=out, variant=variant)
+    assert_same_bits(res, a.T, f"{variant} {np.dtype(dtype)} {shape} offsets {offsets}")
+    if offsets[1]:
+        assert_same_bits(buf[:offsets[1]], poisoned((offsets[1],), dtype), "the bytes before out")
+    assert cupy.shares_memory(res, buf)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.int8, np.float32, np.complex64])
+def test_transpose_f_order_strided_and_sliced_inputs(variant, dtype):
+    base = random_bits((203, 317), dtype)
+    cases = {
+        "F-order": random_bits((203, 317), dtype, order="F"),
+        "transposed view": base.T,
+        "stepped": base[::2, ::3],
+        "sliced": base[3:150, 5:290],
+        "negative strides": base[::-1, ::-2],
+        "row": base[7:8, :],
+        "column": base[:, 9:10],
+    }
+    for what, a in cases.items():
+        res = cudakit.transpose(a, out=poisoned(a.shape[::-1], dtype), variant=variant)
+        assert_same_bits(res, a.T, f"{variant} {what}")
+        assert_same_bits(cudakit.transpose(a, variant=variant), a.T, f"{variant} {what}, allocated out")
+
+
+@pytest.mark.gpu
+def test_transpose_other_dtypes_and_zero_size():
+    import cupy
+
+    for dtype in (np.bool_, np.uint16, np.int32, np.uint64, np.float16):
+        a = random_bits((37, 55), dtype)
+        assert_same_bits(cudakit.transpose(a), a.T, str(np.dtype(dtype)))
+    for shape in [(0, 5), (5, 0), (0, 0)]:
+        res = cudakit.transpose(cupy.empty(shape, np.float32))
+        assert res.shape == shape[::-1] and res.dtype == np.float32
+
+
+@pytest.mark.gpu
+def test_transpose_on_a_non_default_stream():
+    import cupy
+
+    a = random_bits((1031, 2053), np.float16)
+    with cupy.cuda.Stream(non_blocking=True) as s:
+        res = cudakit.transpose(a)
+        s.synchronize()
+    assert_same_bits(res, a.T)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("diag", DIAGNOSTICS, ids=lambda v: v.name)
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(97, 1013), (4097, 3), (3, 4097), (33, 64), (64, 64)])
+def test_diagnostics_stay_in_bounds_and_copies_copy(diag, dtype, shape):
+    """Bench-only kernels: out (a.size elements, shaped like a) sits between guard bands that must stay poisoned."""
+    import cupy
+
+    a = random_bits(shape, dtype)
+    guard = 4096
+    buf = poisoned((a.size + 2 * guard,), dtype)
+    out = buf[guard:guard + a.size].reshape(shape)
+    diag.run(a, out)
+    cupy.cuda.get_current_stream().synchronize()
+    untouched = poisoned((guard,), dtype)
+    assert_same_bits(buf[:guard], untouched, f"{diag.name}: guard before out")
+    assert_same_bits(buf[guard + a.size:], untouched, f"{diag.name}: guard after out")
+    if diag.name in ("copy", "copySharedMem"):
+        assert_same_bits(out, a, diag.name)
+    elif shape == (64, 64):  # square multiples of TILE_DIM: the seed's own definitions of the two half-transposes
+        tiles = a.reshape(2, 32, 2, 32)  # [tile row, row in tile, tile column, column in tile]
+        want = tiles.transpose(2, 1, 0, 3) if diag.name == "transposeCoarseGrained" else tiles.transpose(0, 3, 2, 1)
+        assert_same_bits(out, want.reshape(shape), diag.name)
+
+
+@pytest.mark.gpu
+def test_diagnostics_are_not_reachable_through_the_api():
+    a = random_bits((8, 8), np.float32)
+    for diag in DIAGNOSTICS:
+        with pytest.raises(ValueError, match="unknown variant"):
+            cudakit.transpose(a, variant=diag.name)
+
+
+@pytest.mark.gpu
+def test_transpose_check_mode_catches_a_wrong_result(monkeypatch):
+    from cudakit import _variants
+
+    a = random_bits((70, 90), np.float64)
+    cudakit.transpose(a, check=True)  # a right result passes
+    fast = _variants.lookup("transpose", "fast")
+    broken = _variants.Variant("transpose", "fast", fast.lesson, lambda a, out: out.view(np.uint8).fill(0))
+    monkeypatch.setitem(_variants._TABLE["transpose"], "fast", broken)
+    with pytest.raises(_check.CheckError, match="differ"):
+        cudakit.transpose(a, check=True)
+    monkeypatch.setenv("CUDAKIT_CHECK", "1")
+    with pytest.raises(_check.CheckError):
+        cudakit.transpose(a)
+
+
+@pytest.mark.gpu
+def test_transpose_bad_inputs():
+    import cupy
+
+    a = random_bits((4, 6), np.float32)
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        cudakit.transpose(np.ones((4, 6), np.float32))
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        cudakit.transpose([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(ValueError, match="2-D"):
+        cudakit.transpose(a.ravel())
+    with pytest.raises(ValueError, match="2-D"):
+        cudakit.transpose(a.reshape(2, 2, 6))
+    with pytest.raises(TypeError, match="unsupported dtype complex128"):
+        cudakit.transpose(a.astype(np.complex128))
+    with pytest.raises(ValueError, match=r"\(4, 6\).*\(6, 4\)"):
+        cudakit.transpose(a, out=cupy.empty((4, 6), np.float32))
+    with pytest.raises(TypeError, match="dtype"):
+        cudakit.transpose(a, out=cupy.empty((6, 4), np.int32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        cudakit.transpose(a, out=cupy.empty((6, 4), np.float32, order="F"))
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        cudakit.transpose(a, out=np.empty((6, 4), np.float32))
+    with pytest.raises(ValueError, match="overlaps"):
+        square = random_bits((5, 5), np.float32)
+        cudakit.transpose(square, out=square)
+    valid = ", ".join(VARIANTS)
+    with pytest.raises(ValueError, match=f"valid variants: {re.escape(valid)}$"):
+        cudakit.transpose(a, variant="nope")
+
+
+def test_instantiation_groups_cover_every_kernel():
+    """GPU-less: every __global__ template in transpose.cu is built, for every element size and both alignments."""
+    kernels = set(re.findall(r"__global__ void(?: __launch_bounds__\(\w+\))?\s+(\w+)\(", _compile.source("transpose")))
+    assert set(transpose_module.SEED_KERNELS) | {"transpose_vec16"} == kernels
+    groups = transpose_module.instantiation_groups()
+    assert len(groups) == len(transpose_module.ITEMSIZES)
+    for itemsize, group in zip(transpose_module.ITEMSIZES, groups):
+        assert len(set(group)) == len(group)
+        for name in kernels:
+            assert any(expr.startswith(f"{name}<{transpose_module._UINT[itemsize]}") for expr in group), (name, itemsize)
+        for aligned in (True, False):
+            for swizzle, word_gather in transpose_module.VEC16_STEPS.values():
+                assert transpose_module.vec16_expression(itemsize, aligned, swizzle, word_gather) in group
+
+
+def test_variant_table_shape():
+    """GPU-less: seed names kept, the four non-transposes are diagnostics, fast is last."""
+    every = cudakit.variants("transpose", diagnostics=True)
+    assert [v.name for v in every if v.seed] == list(transpose_module.SEED_KERNELS)
+    assert {v.name for v in every if v.diagnostic} == {"copy", "copySharedMem", "transposeCoarseGrained",
+                                                        "transposeFineGrained"}
+    assert VARIANTS[-1] == "fast"

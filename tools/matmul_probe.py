@@ -1,0 +1,193 @@
+"""Timing probe for cudakit.matmul: variants and tile candidates against cupy.matmul (cuBLAS) at the goal shapes.
+
+    PYTHONPATH=. python3 tools/matmul_probe.py [--quick] [--json FILE]     time (CUDA events, warm-up, median)
+    compute-sanitizer --tool memcheck python3 tools/matmul_probe.py --sanitize   every kernel once on odd shapes
+
+Every timed result is first checked against a float64 reference. Each measurement queues a ~2 ms cuBLAS product
+ahead of the timed launches, so they run back to back on the GPU and the host's launch overhead stays out.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import sys
+
+import cupy
+import numpy as np
+
+import cudakit
+from cudakit import _check, _tune
+
+mm = importlib.import_module("cudakit.matmul")
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+GOALS = {  # (m, n, k): cuBLAS TFLOP/s seen by the issue's bench on an H100, goal ratio
+    F32: [((512, 512, 512), 1.0), ((2048, 2048, 2048), 0.85), ((4096, 4096, 4096), 0.90),
+          ((8192, 8192, 8192), 0.90), ((4097, 4095, 4099), 0.85), ((65536, 1024, 1024), 0.85),
+          ((1024, 1024, 1024), None), ((256, 256, 256), 1.0)],
+    F64: [((4096, 4096, 4096), 0.5), ((2048, 2048, 2048), None), ((512, 512, 512), None)],
+}
+
+
+def rand(shape, dtype, order="C"):
+    return cupy.asarray(cupy.random.uniform(-1.0, 1.0, size=shape, dtype=np.float64).astype(dtype), order=order)
+
+
+_hold = {}
+
+
+def hold():
+    """Queue about 2 ms of GPU work so the launches after it are queued before the GPU reaches them."""
+    if "a" not in _hold:
+        _hold["a"] = rand((2048, 2048), F32)
+        _hold["o"] = cupy.empty((2048, 2048), F32)
+    for _ in range(4):
+        cupy.matmul(_hold["a"], _hold["a"], out=_hold["o"])
+
+
+def gpu_ms(fn, flops: float) -> float:
+    reps = max(1, min(50, int(2e11 / flops)))  # ~ 5 ms of timed work at 40 TFLOP/s, 1 to 50 calls
+    fn()
+    cupy.cuda.Device().synchronize()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    times = []
+    for _ in range(7):
+        hold()
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end) / reps)
+    return statistics.median(times)
+
+
+def check(out, A, B, what):
+    a64, b64 = A.astype(cupy.float64), B.astype(cupy.float64)
+    err = _check.relative_error(out, a64 @ b64, cupy.abs(a64) @ cupy.abs(b64))
+    ok = err <= _check.tolerance(out.dtype, A.shape[1])
+    if not ok:
+        print(f"  WRONG: {what}: relative error {err:.2e}", flush=True)
+    return ok
+
+
+def probe(quick: bool):
+    device = cupy.cuda.runtime.getDevice()
+    cc = _tune.compute_capability(device)
+    props = cupy.cuda.runtime.getDeviceProperties(device)
+    print(f"device: {_tune.device_key(device)}, {props['multiProcessorCount']} SMs, clock {props.get('clockRate', 0) / 1e6:.2f} GHz",
+          flush=True)
+    rows = []
+    for dtype, goals in GOALS.items():
+        config, source = _tune.active_config(device, dtype)
+        print(f"\n{dtype.name}: active config ({source}) {config}", flush=True)
+        tiles = _tune.candidates(dtype, cc)
+        for (m, n, k), goal in goals:
+            if quick and m * n * k > 4096 ** 3:
+                continue
+            flops = 2.0 * m * n * k
+            A, B = rand((m, k), dtype), rand((k, n), dtype)
+            out = cupy.empty((m, n), dtype)
+            ref_ms = gpu_ms(lambda: cupy.matmul(A, B, out=out), flops)
+            cublas = flops / ref_ms / 1e9
+            entries = [("fast", lambda: cudakit.matmul(A, B, out=out))]
+            big = m * n * k >= 2048 ** 3
+            if m * n * k <= 4096 ** 3 and m * n * k >= 512 ** 3:
+                entries += [(name, (lambda name=name: cudakit.matmul(A, B, out=out, variant=name)))
+                            for name in ("blocktile_2d", "warp_tiled", "double_buffered")]
+            entries += [(t.name, (lambda t=t: mm.run_tile(t, A, B, out))) for t in tiles
+                        if not (t.bm <= 64 and big and m * n * k > 4096 ** 3)]
+            if (m, n, k) == (4096, 4096, 4096):  # the other layouts, read in place
+                AF, BF = cupy.asfortranarray(A), cupy.asfortranarray(B)
+                entries += [("fast A F-order", lambda: cudakit.matmul(AF, B, out=out)),
+                            ("fast B F-order", lambda: cudakit.matmul(A, BF, out=out)),
+                            ("fast both F-order", lambda: cudakit.matmul(AF, BF, out=out)),
+                            ("fast A.T @ B.T views", lambda: cudakit.matmul(BF.T, AF.T, out=out[:n, :m]))]
+            print(f"  {m}x{n}x{k}: cuBLAS {cublas:6.2f} TFLOP/s ({ref_ms:.4f} ms)", flush=True)
+            for name, fn in entries:
+                out.fill(np.nan)
+                fn()
+                if name == "fast A.T @ B.T views":
+                    ok = check(out, B.T, A.T, name) if m == n == k else True
+                elif "F-order" in name:
+                    ok = check(out, A, B, name)
+                else:
+                    ok = check(out, A, B, name)
+                if not ok:
+                    rows.append({"dtype": dtype.name, "shape": [m, n, k], "name": name, "wrong": True})
+                    continue
+                ms = gpu_ms(fn, flops)
+                rate = flops / ms / 1e9
+                rows.append({"dtype": dtype.name, "shape": [m, n, k], "name": name, "ms": ms, "tflops": rate,
+                             "cublas_tflops": cublas, "ratio": rate / cublas, "goal": goal})
+                flag = "" if goal is None or name != "fast" else ("  ok" if rate / cublas >= goal else "  MISS")
+                print(f"    {name:44} {rate:6.2f} TFLOP/s  {rate / cublas:5.2f}x{flag}", flush=True)
+            del A, B, out
+            cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def sanitize():
+    """Every variant and every tile once on odd shapes and layouts, each checked (run under compute-sanitizer)."""
+    cupy.cuda.set_allocator(None)  # each array its own allocation: memcheck sees one element past any of them
+    cc = _tune.compute_capability(cupy.cuda.runtime.getDevice())
+    runs = 0
+    for dtype in (F32, F64):
+        shapes = [(1, 1, 1), (7, 5, 13), (33, 35, 31), (129, 67, 131)]
+        for v in cudakit.variants("matmul"):
+            for m, k, n in shapes:
+                for oa, ob in (("C", "C"), ("F", "F")):
+                    cudakit.matmul(rand((m, k), dtype, oa), rand((k, n), dtype, ob), variant=v.name, check=True)
+                    runs += 1
+        for tile in _tune.candidates(dtype, cc):
+            for m, k, n in [(1, 1, 1), (129, 17, 257), (67, 131, 5)]:
+                for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
+                    A, B = rand((m, k), dtype, oa), rand((k, n), dtype, ob)
+                    out = cupy.empty((m, n), dtype)
+                    mm.run_tile(tile, A, B, out)
+                    assert check(out, A, B, tile.name), tile.name
+                    runs += 1
+                A = rand((m + 1, k + 3), dtype)[1:, 1:k + 1]  # unaligned: the element-load path
+                B = rand((k, n + 1), dtype)[:, 1:]
+                out = cupy.empty((m, n), dtype)
+                mm.run_tile(tile, A, B, out)
+                assert check(out, A, B, tile.name + " unaligned"), tile.name
+                runs += 1
+    cupy.cuda.Device().synchronize()
+    print(f"sanitize: {runs} matmul launches checked")
+
+
+def one(name: str, dtype: str, m: int, n: int, k: int):
+    """Three launches of one tile (for ncu: profile the last)."""
+    tile = _tune._BY_NAME[name]
+    A, B = rand((m, k), np.dtype(dtype)), rand((k, n), np.dtype(dtype))
+    out = cupy.empty((m, n), dtype)
+    for _ in range(3):
+        mm.run_tile(tile, A, B, out)
+    assert check(out, A, B, name)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sanitize", action="store_true")
+    ap.add_argument("--one", nargs=5, metavar=("TILE", "DTYPE", "M", "N", "K"))
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if args.sanitize:
+        sanitize()
+        return 0
+    if args.one:
+        one(args.one[0], args.one[1], *map(int, args.one[2:]))
+        return 0
+    rows = probe(args.quick)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""Timing probe for cudakit.matvec: variants vs CuPy/cuBLAS `A @ x` and `A.T @ x`, against a read-bandwidth ceiling.
+
+    PYTHONPATH=. python3 tools/matvec_probe.py [--out DIR] [--sweep] [--quick]
+    compute-sanitizer --tool memcheck python3 tools/matvec_probe.py --sanitize
+
+Each timed call is preceded by a 256 MiB read (a sum) that evicts L2 with clean lines and keeps the GPU busy
+while Python queues the call, so CUDA events around the call time the GPU work alone. Median of REPS runs after
+warm-up. Bytes counted = A once + x once + out once. "N" is matvec(S, x) for a C-order S; "T" is matvec(S.T, x),
+the F-contiguous transposed view read in place (cuBLAS gets the same operands).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+import time
+
+import cupy
+import numpy as np
+
+import cudakit
+from cudakit import _compile
+
+mv = importlib.import_module("cudakit.matvec")
+
+REPS, WARMUP = 21, 2
+SHAPES = [(16384, 16384), (4096, 4096), (4194304, 64), (64, 4194304)]
+# Goals: (fraction of the read ceiling) or ("x cuBLAS", factor).
+GOALS = {(16384, 16384): ("ceiling", 0.92), (4096, 4096): ("cublas", 1.3), (4194304, 64): ("ceiling", 0.85),
+         (64, 4194304): ("ceiling", 0.85)}
+# Tuning knobs of cudakit.matvec.plan tried beside the defaults (tests/test_matvec.py checks each for correctness).
+SWEEP = [{"persistent": False}, {"long_row_unroll": 4}, {"long_row_unroll": 8}, {"row_unroll": 2},
+         {"row_unroll": 8}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2}, {"blocks_per_sm": 8}]
+
+_flush = None
+_flush_out = None
+
+
+def flush():
+    global _flush, _flush_out
+    if _flush is None:
+        _flush = cupy.random.uniform(size=(256 << 20) // 4).astype(cupy.float32)
+        _flush_out = cupy.empty((), cupy.float32)
+    cupy.sum(_flush, out=_flush_out)
+
+
+def bench(fn, reps=REPS, warmup=WARMUP):
+    """Median GPU milliseconds of fn() (a single call; L2 evicted before each)."""
+    for _ in range(warmup):
+        fn()
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    t0 = time.perf_counter()
+    times = []
+    for i in range(reps):
+        flush()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+        if i == 2 and time.perf_counter() - t0 > 2.0:  # a slow lesson kernel: three runs are enough
+            break
+    return statistics.median(times)
+
+
+def read_ceiling(log):
+    """GB/s of the best large streaming read: cupy.sum over 2 GiB (f32 and f64), and a 1 GiB copy for reference."""
+    res = {}
+    for dtype in (np.float32, np.float64):
+        a = cupy.random.uniform(size=(2 << 30) // np.dtype(dtype).itemsize).astype(dtype)
+        out = cupy.empty((), dtype)
+        ms = bench(lambda: cupy.sum(a, out=out))
+        res[f"sum_{np.dtype(dtype).name}"] = a.nbytes / ms / 1e6
+        del a
+    a = cupy.random.uniform(size=(1 << 30) // 4).astype(cupy.float32)
+    b = cupy.empty_like(a)
+    ms = bench(lambda: cupy.copyto(b, a))
+    res["copy_rw"] = 2 * a.nbytes / ms / 1e6
+    del a, b
+    cupy.get_default_memory_pool().free_all_blocks()
+    for k, v in res.items():
+        log(f"ceiling {k:12s} {v:8.1f} GB/s")
+    return max(res["sum_float32"], res["sum_float64"]), res
+
+
+_ldg_cache: dict = {}
+
+
+def ldg_kernels():
+    src = _compile.source("matvec").replace("__ldcs(a +", "__ldg(a +")
+    assert src.count("__ldg(a +") == 4
+
+    def get(name, dtype):
+        if name not in _ldg_cache:
+            mod = cupy.RawModule(code=src, options=_compile.options(), name_expressions=(name,))
+            _ldg_cache[name] = mod.get_function(name)
+        return _ldg_cache[name]
+    return get
+
+
+def rel_err(out, ref):
+    ref = ref.astype(cupy.float64)
+    return float(cupy.linalg.norm(out.astype(cupy.float64) - ref) / cupy.linalg.norm(ref))
+
+
+def time_case(shape, dtype, trans, ceiling, sweep, quick, log):
+    r, c = shape
+    S = cupy.random.uniform(0.5, 1.5, size=shape).astype(dtype)  # C-order
+    A = S.T if trans else S
+    m, n = A.shape
+    x = cupy.random.uniform(0.5, 1.5, size=n).astype(dtype)
+    out = cupy.empty(m, dtype)
+    nbytes = (m * n + m + n) * np.dtype(dtype).itemsize
+    ref = A @ x  # cuBLAS
+    rows = []
+
+    def record(name, fn, check=True):
+        if check:
+            out.fill(np.nan)
+            fn()
+            err = rel_err(out, ref)
+        else:
+            err = float("nan")
+        ms = bench(fn)
+        gbs = nbytes / ms / 1e6
+        rows.append({"name": name, "ms": ms, "GBps": gbs, "of_ceiling": gbs / ceiling, "err_vs_cublas": err})
+
+    record("cublas", lambda: A @ x, check=False)  # CuPy routes a 2-D @ 1-D product to cuBLAS
+    names = [v.name for v in cudakit.variants("matvec")]
+    if quick or shape != (4096, 4096):
+        names = [nm for nm in names if nm in ("fast", "fast_unsplit")]  # the others take seconds here
+    for nm in names:
+        record(nm, lambda nm=nm: cudakit.matvec(A, x, out=out, variant=nm))
+    p = mv.plan(A, x)
+    if sweep:
+        for knobs in SWEEP:
+            q = mv.plan(A, x, **knobs)
+            if q == p:
+                continue
+            label = ",".join(f"{k}={v}" for k, v in knobs.items())
+            record(f"fast[{label}] {q.kernel.split('<')[1][:-1]} {q.grid}x{q.chunks}",
+                   lambda q=q: mv._run_plan(A, x, out, q))
+        standard = mv._kernel
+        mv._kernel = ldg_kernels()  # the same plan with A read through __ldg instead of __ldcs (evict-first)
+        try:
+            record("fast[A via __ldg]", lambda: mv._run_plan(A, x, out, p))
+        finally:
+            mv._kernel = standard
+    cublas = rows[0]["GBps"]
+    for row in rows:
+        row["x_cublas"] = row["GBps"] / cublas
+    tag = f"{r}x{c} {'T' if trans else 'N'} {np.dtype(dtype).name} (m={m}, n={n})"
+    log(f"\n{tag}  plan: {p}")
+    for row in rows:
+        log(f"  {row['name']:40s} {row['ms'] * 1e3:10.1f} us {row['GBps']:8.1f} GB/s  {row['of_ceiling']:5.3f} of ceiling"
+            f"  {row['x_cublas']:5.2f}x cuBLAS  err {row['err_vs_cublas']:.1e}")
+    del S, A, x, out, ref
+    cupy.get_default_memory_pool().free_all_blocks()
+    return tag, rows
+
+
+def host_overhead(log):
+    A = cupy.random.uniform(size=(64, 64)).astype(cupy.float32)
+    x = cupy.random.uniform(size=64).astype(cupy.float32)
+    out = cupy.empty(64, cupy.float32)
+    for _ in range(10):
+        cudakit.matvec(A, x, out=out)
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        cudakit.matvec(A, x, out=out)
+    t1 = time.perf_counter()
+    cupy.cuda.Device().synchronize()
+    log(f"host time per cudakit.matvec call (64x64, out=, queued): {(t1 - t0) * 1e3:.1f} us")
+
+
+def sanitize():
+    """Every variant on odd, misaligned and split shapes, CuPy's pool off (memcheck sees each array's end)."""
+    cupy.cuda.set_allocator(None)
+    count = 0
+    for dtype in (np.float32, np.float64):
+        for v in cudakit.variants("matvec"):
+            for m, n in [(1, 1), (7, 13), (33, 4097), (4097, 33), (3, 100003), (8, 65536), (65536, 8), (40, 2000)]:
+                for order in ("C", "F"):
+                    A = cupy.asarray(cupy.random.uniform(0.5, 1.5, size=(m, n)).astype(dtype), order=order)
+                    x = cupy.random.uniform(0.5, 1.5, size=n).astype(dtype)
+                    cudakit.matvec(A, x, variant=v.name)
+                    flat = cupy.random.uniform(0.5, 1.5, size=m * n + 1).astype(dtype)
+                    cudakit.matvec(flat[1:].reshape((m, n), order=order), x, variant=v.name)
+                    count += 2
+    cupy.cuda.Device().synchronize()
+    print(f"sanitize: {count} matvec calls checked")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--sweep", action="store_true", help="also time the fast kernels under other unrolls/occupancy")
+    ap.add_argument("--quick", action="store_true", help="fast variants only")
+    ap.add_argument("--sanitize", action="store_true")
+    args = ap.parse_args()
+    if args.sanitize:
+        sanitize()
+        return
+    os.makedirs(args.out, exist_ok=True)
+    lines = []
+
+    def log(s):
+        print(s, flush=True)
+        lines.append(s)
+
+    dev = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    log(f"device: {props['name'].decode()}  SMs {dev.attributes['MultiProcessorCount']}  L2 {props['l2CacheSize'] >> 20} MiB")
+    ceiling, ceilings = read_ceiling(log)
+    host_overhead(log)
+    results = {}
+    for shape in SHAPES:
+        for dtype in (np.float32, np.float64):
+            for trans in (False, True):
+                tag, rows = time_case(shape, dtype, trans, ceiling, args.sweep, args.quick, log)
+                results[tag] = {"shape": shape, "dtype": np.dtype(dtype).name, "trans": trans, "rows": rows}
+    log("\nSummary (fast): shape, op, dtype, GB/s, of ceiling, x cuBLAS, goal")
+    for tag, res in results.items():
+        fast = next(r for r in res["rows"] if r["name"] == "fast")
+        kind, want = GOALS[tuple(res["shape"])]
+        got = fast["of_ceiling"] if kind == "ceiling" else fast["x_cublas"]
+        log(f"  {tag:45s} {fast['GBps']:7.1f} {fast['of_ceiling']:6.3f} {fast['x_cublas']:6.2f}x"
+            f"   goal {kind} >= {want}: {'PASS' if got >= want else 'MISS'} ({got:.3f})")
+    with open(os.path.join(args.out, "matvec_probe.json"), "w") as f:
+        json.dump({"ceiling_GBps": ceiling, "ceilings": ceilings, "results": results}, f, indent=1)
+    with open(os.path.join(args.out, "matvec_probe.log"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

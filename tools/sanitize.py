@@ -1,0 +1,59 @@
+"""Every variant of every op once on odd shapes, for compute-sanitizer (memcheck, racecheck, synccheck).
+
+CuPy's memory pool is switched off so each array is its own cudaMalloc and memcheck sees an access one element
+past any array. Usage: compute-sanitizer --tool memcheck python3 tools/sanitize.py
+"""
+import sys
+
+import cupy
+import numpy as np
+
+import cudakit
+
+cupy.cuda.set_allocator(None)
+rng = np.random.default_rng()
+
+
+def rand(shape, dtype, order="C"):
+    return cupy.asarray(rng.uniform(0.5, 1.5, size=shape).astype(dtype), order=order)
+
+
+def main(small: bool) -> int:
+    mm = [(1, 1, 1), (7, 13, 5), (33, 31, 35), (129, 67, 131)] if small else [(257, 129, 65), (131, 517, 263)]
+    mv = [(1, 1), (7, 13), (33, 4097), (4097, 33), (3, 100003)]
+    tr = [(1, 1), (7, 13), (33, 31), (97, 1013)]
+    dt = [1, 31, 513, 100003]
+    runs = 0
+    for dtype in (np.float32, np.float64):
+        for v in cudakit.variants("matmul"):
+            for m, k, n in mm:
+                for order in ("C", "F"):
+                    cudakit.matmul(rand((m, k), dtype, order), rand((k, n), dtype, order), variant=v.name, check=True)
+                    runs += 1
+        for v in cudakit.variants("matvec"):
+            for m, n in mv:
+                for order in ("C", "F"):
+                    cudakit.matvec(rand((m, n), dtype, order), rand(n, dtype), variant=v.name, check=True)
+                    runs += 1
+        for v in cudakit.variants("dot"):
+            for n in dt:
+                cudakit.dot(rand(n, dtype), rand(n, dtype), variant=v.name, check=True)
+                cudakit.dot(rand(n + 1, dtype)[1:], rand(n, dtype), variant=v.name, check=True)  # misaligned
+                runs += 2
+    for dtype in (np.int8, np.float16, np.float32, np.float64):
+        for v in cudakit.variants("transpose", diagnostics=True):
+            for m, n in tr:
+                a = rand((m, n), dtype)
+                out = cupy.empty((n, m), dtype)
+                if v.diagnostic:
+                    v.run(a, out.reshape(m, n))
+                else:
+                    cudakit.transpose(a, out=out, variant=v.name, check=True)
+                runs += 1
+    cupy.cuda.Device().synchronize()
+    print(f"sanitize: {runs} launches checked")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(small="--small" in sys.argv))

@@ -1,0 +1,183 @@
+"""Times cudakit.transpose's variants against a device-to-device copy of the same bytes and CuPy's own transpose.
+
+    PYTHONPATH=. python3 tools/transpose_probe.py [--reps 25] [--seeds]   the goal table
+    PYTHONPATH=. python3 tools/transpose_probe.py --sweep                  other tile shapes of the fast step
+    compute-sanitizer python3 tools/transpose_probe.py --smoke             small odd cases, every kernel, checked
+
+Bandwidth counts bytes read + bytes written (2 x the matrix). Every input is larger than the H100's 50 MB L2.
+Each timing is the median of --reps single launches, each between its own pair of CUDA events, after warm-up.
+--sweep times other vec16 tile shapes (units per tile row, per tile column, threads) of the fast step instead.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+
+import cupy
+import numpy as np
+
+import cudakit
+from cudakit._compile import kernel
+
+T = importlib.import_module("cudakit.transpose")
+
+DTYPES = {1: np.int8, 2: np.float16, 4: np.float32, 8: np.float64}
+GOAL_SHAPES = [(16384, 16384), (1024, 262144), (262144, 1024), (8191, 8193)]
+GOAL, GOAL_F32_8192 = 0.90, 0.95
+SWEEP = {
+    1: [(8, 8, 128), (8, 8, 512), (8, 16, 256), (16, 8, 256)],
+    2: [(8, 16, 512), (16, 16, 512), (8, 8, 256), (8, 16, 128)],
+    4: [(16, 16, 256), (8, 16, 256), (16, 32, 512), (32, 16, 512)],
+    8: [(16, 32, 256), (8, 32, 256), (16, 16, 256), (8, 32, 512)],
+}
+
+
+def filled(shape, dtype):
+    """Non-constant data without a large temporary: a hashed counter viewed as dtype."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    words = cupy.arange(-(-n // 4), dtype=cupy.uint32) * cupy.uint32(2654435761)
+    words ^= words >> 15
+    return words.view(cupy.uint8)[:n].view(dtype).reshape(shape)
+
+
+# Queued before each timed launch: while the GPU spins (~1 ms), the host enqueues start, the launch and stop, so
+# the host's own call overhead (argument checks, Python) never shows up as device time between the events.
+_SPIN = cupy.RawKernel(r"""extern "C" __global__ void spin(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {}
+}""", "spin")
+
+
+def median_ms(fn, reps: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        _SPIN((1,), (1,), (np.int64(2_000_000),))
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return statistics.median(times)
+
+
+def same_bits(x, y) -> bool:
+    bits = np.dtype(f"u{x.dtype.itemsize}")
+    return bool(cupy.array_equal(x.view(bits), cupy.ascontiguousarray(y).view(bits)))
+
+
+def probe_case(shape, dtype, reps, variants, extra=()):
+    a = filled(shape, dtype)
+    out = cupy.empty(shape[::-1], dtype)
+    dst = cupy.empty_like(a)
+    nbytes = a.nbytes
+    rows = []
+    copy_ms = median_ms(lambda: dst.data.copy_from_device_async(a.data, nbytes), reps)
+    rows.append(("memcpy D2D", copy_ms, True))
+    rows.append(("cupy.ascontiguousarray(a.T)", median_ms(lambda: cupy.ascontiguousarray(a.T), reps), True))
+    for v in variants:
+        if v.diagnostic:
+            run = (lambda v=v: v.run(a, dst))
+            ok = True
+        else:
+            run = (lambda v=v: cudakit.transpose(a, out=out, variant=v.name))
+            out.fill(0)
+            run()
+            ok = same_bits(out, a.T)
+        rows.append((v.name + (" (diagnostic)" if v.diagnostic else ""), median_ms(run, reps), ok))
+    for name, shape_cfg in extra:
+        run_cfg = T.vec16_runner(*T.VEC16_STEPS["fast"], shape=shape_cfg)
+        out.fill(0)
+        run_cfg(a, out)
+        ok = same_bits(out, a.T)
+        rows.append((name, median_ms(lambda: run_cfg(a, out), reps), ok))
+    del a, out, dst
+    cupy.get_default_memory_pool().free_all_blocks()
+    return nbytes, copy_ms, rows
+
+
+def report(shape, dtype, nbytes, copy_ms, rows, summary):
+    print(f"\n{np.dtype(dtype).name} {shape[0]}x{shape[1]} ({nbytes / 1e6:.0f} MB each way)")
+    for name, ms, ok in rows:
+        gbs = 2 * nbytes / (ms * 1e-3) / 1e9
+        print(f"  {name:34s} {ms:8.3f} ms {gbs:8.0f} GB/s  {copy_ms / ms:5.3f} x copy{'' if ok else '  WRONG RESULT'}")
+        if name == "fast":
+            summary.append((np.dtype(dtype).name, shape, gbs, copy_ms / ms, ok))
+
+
+def register_report():
+    print("\nfast-path kernels (registers, local bytes):")
+    for e in T.ITEMSIZES:
+        for step, (sw, wg) in T.VEC16_STEPS.items():
+            for aligned in (True, False):
+                expr = T.vec16_expression(e, aligned, sw, wg)
+                k = kernel(T.FAMILY, expr, T.instantiations(e))
+                print(f"  {step:17s} E={e} aligned={aligned!s:5s} regs={k.num_regs} local={k.local_size_bytes}")
+
+
+def smoke():
+    """Every kernel on small odd shapes and offset views, results checked: a quick run under compute-sanitizer."""
+    wrong = 0
+    for e, dtype in DTYPES.items():
+        for shape in [(97, 1013), (4097, 3), (3, 4097), (129, 257), (61, 33)]:
+            n = shape[0] * shape[1]
+            for off_in, off_out in [(0, 0), (1, 3)]:
+                a = filled((n + off_in,), dtype)[off_in:].reshape(shape)
+                out = cupy.zeros(n + off_out, dtype)[off_out:].reshape(shape[::-1])
+                for v in cudakit.variants("transpose"):
+                    cudakit.transpose(a, out=out, variant=v.name)
+                    wrong += not same_bits(out, a.T)
+            for v in cudakit.variants("transpose", diagnostics=True):
+                if v.diagnostic:
+                    v.run(a, cupy.empty_like(a))
+    cupy.cuda.get_current_stream().synchronize()
+    print(f"smoke: {wrong} wrong results")
+
+
+def sweep(reps):
+    for e, dtype in DTYPES.items():
+        for shape in (GOAL_SHAPES[0], GOAL_SHAPES[1], GOAL_SHAPES[3]):
+            fast = [v for v in cudakit.variants("transpose") if v.name == "fast"]
+            extra = [(f"fast {cfg}", cfg) for cfg in SWEEP[e]]
+            nbytes, copy_ms, rows = probe_case(shape, dtype, reps, fast, extra)
+            report(shape, dtype, nbytes, copy_ms, rows, [])
+            print(f"  (fast = {T.VEC16_SHAPE[e]})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=25)
+    ap.add_argument("--sweep", action="store_true", help="time other vec16 tile shapes of the fast step instead")
+    ap.add_argument("--smoke", action="store_true", help="small checked cases of every kernel, no timing")
+    ap.add_argument("--seeds", action="store_true", help="also time the seed transposes on every goal shape")
+    args = ap.parse_args()
+    if args.smoke:
+        return smoke()
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    print(f"device: {name}, {props['multiProcessorCount']} SMs, L2 {props['l2CacheSize'] >> 20} MB")
+    if args.sweep:
+        return sweep(args.reps)
+    every = cudakit.variants("transpose", diagnostics=True)
+    mine = [v for v in every if not v.seed]
+    summary = []
+    nbytes, copy_ms, rows = probe_case((8192, 8192), np.float32, args.reps, every)
+    report((8192, 8192), np.float32, nbytes, copy_ms, rows, summary)
+    for e, dtype in DTYPES.items():
+        for shape in GOAL_SHAPES:
+            variants = [v for v in every if not v.diagnostic] if args.seeds else mine
+            nbytes, copy_ms, rows = probe_case(shape, dtype, args.reps, variants)
+            report(shape, dtype, nbytes, copy_ms, rows, summary)
+    register_report()
+    print("\nfast vs goals (ratio to the copy of the same bytes):")
+    for name, shape, gbs, ratio, ok in summary:
+        goal = GOAL_F32_8192 if shape == (8192, 8192) else GOAL
+        verdict = "ok" if ratio >= goal and ok else "MISS"
+        print(f"  {name:8s} {shape[0]:>6d}x{shape[1]:<6d} {gbs:6.0f} GB/s {ratio:5.3f} (goal {goal:.2f}) {verdict}")
+
+
+if __name__ == "__main__":
+    main()
