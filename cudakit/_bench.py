@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from rich.markup import escape
 
+from . import _check
+
 OPS = ("transpose", "matvec", "dot", "matmul")
 WIDE_SPREAD = 0.10  # (p90 - p10) / median above this gets a note
 MATMUL_SAMPLE_ROWS = 256  # float64 reference rows for large matmuls
@@ -334,14 +336,6 @@ def poison(out) -> None:
         out.view(np.uint8).fill(0xA5)
 
 
-def _rel_err(out, ref) -> float:
-    import cupy
-
-    diff = float(cupy.linalg.norm((out.astype(cupy.float64) - ref).ravel()))
-    denom = float(cupy.linalg.norm(ref.ravel()))
-    return diff / denom if denom else diff
-
-
 class OpBench:
     """How one op is set up, called and checked; the Runner does the rest for every op alike."""
 
@@ -437,7 +431,7 @@ class MatvecBench(OpBench):
         return s0["A"].astype(cupy.float64) @ s0["x"].astype(cupy.float64)
 
     def error(self, case, ref, s0, out):
-        return {"kind": "rel", "value": _rel_err(out, ref), "k": case.dims[1]}
+        return {"kind": "rel", "value": _check.relative_error(out, ref), "k": case.dims[1]}
 
 
 class DotBench(OpBench):
@@ -467,7 +461,7 @@ class DotBench(OpBench):
         return s0["a"].astype(cupy.float64) @ s0["b"].astype(cupy.float64)
 
     def error(self, case, ref, s0, out):
-        return {"kind": "rel", "value": _rel_err(out, ref), "k": case.dims[0]}
+        return {"kind": "rel", "value": _check.relative_error(out, ref), "k": case.dims[0]}
 
 
 class MatmulBench(OpBench):
@@ -506,7 +500,7 @@ class MatmulBench(OpBench):
     def error(self, case, ctx, s0, out):
         rows, ref = ctx
         got = out if rows is None else out[rows]
-        return {"kind": "rel", "value": _rel_err(got, ref), "k": case.dims[1],
+        return {"kind": "rel", "value": _check.relative_error(got, ref), "k": case.dims[1],
                 "sampled_rows": None if rows is None else int(rows.size)}
 
 

@@ -33,29 +33,24 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped, with the reason, where there is none)")
 
 
-def random_array(shape, dtype, order="C", low=0.5, high=1.5):
-    """Fresh uniform random data every call (never zeros; positive, so ||ref|| carries no cancellation)."""
+def random_array(shape, dtype, order="C"):
+    """Fresh random data every call, drawn as the bench draws it (floats uniform in [0.5, 1.5): never zeros, and
+    positive, so ||ref|| carries no cancellation), in C or F order."""
     import cupy
 
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        x = cupy.random.uniform(low, high, size=shape).astype(dtype)
-    else:
-        info = np.iinfo(dtype)
-        x = cupy.random.randint(info.min, info.max, size=shape, dtype=np.int64).astype(dtype)
-    return cupy.asarray(x, order=order)
+    from cudakit._bench import random_array as draw
+
+    return cupy.asarray(draw(shape, dtype), order=order)
 
 
 def poisoned(shape, dtype):
     """An output buffer full of NaN (floats) or a fixed bit pattern: an element the kernel skips stays wrong."""
     import cupy
 
-    dtype = np.dtype(dtype)
-    out = cupy.empty(shape, dtype)
-    if dtype.kind == "f":
-        out.fill(np.nan)
-    else:
-        out.view(np.uint8).fill(0xA5)
+    from cudakit._bench import poison
+
+    out = cupy.empty(shape, np.dtype(dtype))
+    poison(out)
     return out
 
 

@@ -22,7 +22,7 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _compile
+from cudakit import _check, _compile
 
 mv = importlib.import_module("cudakit.matvec")
 
@@ -101,11 +101,6 @@ def ldg_kernels():
     return get
 
 
-def rel_err(out, ref):
-    ref = ref.astype(cupy.float64)
-    return float(cupy.linalg.norm(out.astype(cupy.float64) - ref) / cupy.linalg.norm(ref))
-
-
 def time_case(shape, dtype, trans, ceiling, sweep, quick, log):
     r, c = shape
     S = cupy.random.uniform(0.5, 1.5, size=shape).astype(dtype)  # C-order
@@ -121,7 +116,7 @@ def time_case(shape, dtype, trans, ceiling, sweep, quick, log):
         if check:
             out.fill(np.nan)
             fn()
-            err = rel_err(out, ref)
+            err = _check.relative_error(out, ref)
         else:
             err = float("nan")
         ms = bench(fn)
