@@ -245,8 +245,9 @@ class Case:
     op: str
     dtype: str
     dims: tuple  # transpose, matvec: (m, n); dot: (n,); matmul: (m, k, n)
-    order: str = "C"  # matvec: the layout of A
+    order: str = "C"  # matvec: the layout of A; matmul: of A and B ("C" = "CC", "CF", "FC", "FF")
     headline: bool = False  # the case the roofline plots
+    fast_only: bool = False  # time only the fast variant (and the CuPy reference): a layout row
 
     def __post_init__(self):
         self.dims = tuple(int(d) for d in self.dims)
@@ -263,9 +264,16 @@ class Case:
             shape = f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else str(n)
         elif self.op == "matmul":
             shape = f"{shape} (m×k×n)"
+            a_order, b_order = self.matmul_orders
+            if (a_order, b_order) != ("C", "C"):
+                shape += ", " + " and ".join(f"{x} F-order" for x, o in (("A", a_order), ("B", b_order)) if o == "F")
         elif self.op == "matvec":
             shape += ", A C-order" if self.order == "C" else ", A F-order (a .T view)"
         return f"{self.dtype} {shape}"
+
+    @property
+    def matmul_orders(self) -> tuple[str, str]:
+        return ("C", "C") if self.order == "C" else (self.order[0], self.order[1])
 
     @property
     def flops(self) -> int:
@@ -295,7 +303,8 @@ def default_cases(op: str, quick: bool) -> list[Case]:
         if quick:
             return [Case(op, f32, (8192, 8192), headline=True), Case(op, "int8", (8191, 8193))]
         cases = [Case(op, t, (16384, 16384), headline=t == f32) for t in ("int8", "float16", f32, f64)]
-        cases += [Case(op, f32, d) for d in ((8192, 8192), (1024, 262144), (262144, 1024))]
+        cases += [Case(op, f32, (8192, 8192))]
+        cases += [Case(op, t, d) for d in ((1024, 262144), (262144, 1024)) for t in ("int8", "float16", f32, f64)]
         return cases + [Case(op, t, (8191, 8193)) for t in ("int8", "float16", f32, f64)]
     if op == "matvec":
         if quick:
@@ -313,7 +322,9 @@ def default_cases(op: str, quick: bool) -> list[Case]:
         if quick:
             return [Case(op, f32, (1024, 1024, 1024), headline=True), Case(op, f32, (1025, 1023, 1027))]
         dims = ((512,) * 3, (2048,) * 3, (4096,) * 3, (8192,) * 3, (4097, 4095, 4099), (65536, 1024, 1024))
-        return [Case(op, f32, d, headline=d == (4096,) * 3) for d in dims] + [Case(op, f64, (4096,) * 3)]
+        layouts = [Case(op, f32, (4096,) * 3, order, fast_only=True) for order in ("FC", "CF", "FF")]
+        return ([Case(op, f32, d, headline=d == (4096,) * 3) for d in dims] + layouts
+                + [Case(op, f64, (4096,) * 3)])
     raise ValueError(op)
 
 
@@ -472,8 +483,10 @@ class MatmulBench(OpBench):
         import cupy
 
         m, k, n = case.dims
-        return {"A": random_array((m, k), case.dtype), "B": random_array((k, n), case.dtype),
-                "out": cupy.empty((m, n), case.dtype)}
+        a_order, b_order = case.matmul_orders  # an F-order operand is the .T view of a C-order array
+        a = random_array((m, k), case.dtype) if a_order == "C" else random_array((k, m), case.dtype).T
+        b = random_array((k, n), case.dtype) if b_order == "C" else random_array((n, k), case.dtype).T
+        return {"A": a, "B": b, "out": cupy.empty((m, n), case.dtype)}
 
     def call(self, variant, s):
         import cudakit
@@ -913,7 +926,7 @@ def run(ops, quick: bool, console, budget: Budget | None = None) -> dict:
         if not vs:
             console.print(f"[yellow]{op}: no cudakit variants are registered yet; skipped[/]")
             continue
-        plan += [(c, vs) for c in default_cases(op, quick)]
+        plan += [(c, [v for v in vs if v.name == "fast"] if c.fast_only else vs) for c in default_cases(op, quick)]
     total = 4 + sum(len(vs) + 1 + (c.op == "transpose") for c, vs in plan)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:

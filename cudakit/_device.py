@@ -11,24 +11,34 @@ def sm_count(device_id: int) -> int:
     return cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
 
 
-_scratch: dict = {}
+_buffers: dict = {}
 
-COUNTER_BYTES = 256  # the block counter, padded so what follows keeps 256-byte alignment
+
+def _buffer(kind: str, nbytes: int) -> int:
+    import cupy
+
+    key = (kind, cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
+    buf = _buffers.get(key)
+    if buf is None or buf.nbytes < nbytes:
+        buf = cupy.zeros(max(nbytes, 1 << 16), dtype=cupy.uint8)
+        _buffers[key] = buf
+    return buf.data.ptr
 
 
 def scratch(nbytes: int) -> int:
-    """Device address of a zero-initialised buffer private to the current (device, stream), reused across calls.
+    """Device address of a workspace private to the current (device, stream), reused across calls (256-aligned).
 
-    Kernels that finish a reduction on the device keep their block counter in its first COUNTER_BYTES and reset
-    it themselves, so calls queued on one stream never race; it grows (outside any graph capture) when a call
-    needs more. Warm an op up once before capturing it in a CUDA graph. Kernels take the address as a
-    np.uint64 argument (a pointer parameter): cheaper per call than slicing views of a CuPy array.
+    It grows (outside any graph capture) when a call needs more: warm an op up once before capturing it in a CUDA
+    graph. Kernels take the address as a np.uint64 argument (a pointer parameter): cheaper per call than slicing
+    views of a CuPy array.
     """
-    import cupy
+    return _buffer("scratch", nbytes)
 
-    key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
-    buf = _scratch.get(key)
-    if buf is None or buf.nbytes < nbytes:
-        buf = cupy.zeros(max(nbytes, 1 << 16), dtype=cupy.uint8)
-        _scratch[key] = buf
-    return buf.data.ptr
+
+def counters(count: int) -> int:
+    """Device address of `count` uint32 counters private to the current (device, stream), all zero between launches.
+
+    Kernels that finish a reduction on the device count finished blocks here and the last block resets its counter
+    to zero, so calls queued on one stream never race. Grows like scratch().
+    """
+    return _buffer("counters", 4 * count)

@@ -272,7 +272,7 @@ def tune(console=None) -> dict:
                     b = cupy.random.uniform(-1, 1, (k, n)).astype(dtype)
                     out = cupy.empty((m, n), dtype)
                     try:
-                        matmul.run_tile(tile, a, b, out)
+                        matmul.run_fast_tile(tile, a, b, out)
                     except Exception as exc:  # e.g. a compile failure on this toolkit: not a candidate here
                         _say(console, f"  {dtype.name} {tile.name}: skipped ({type(exc).__name__}: {exc})")
                         rates = []
@@ -283,7 +283,7 @@ def tune(console=None) -> dict:
                         _say(console, f"  {dtype.name} {tile.name}: WRONG at {m}x{n}x{k} (relative error {err:.2e}), skipped")
                         rates = []
                         break
-                    ms = time_ms(lambda: matmul.run_tile(tile, a, b, out))
+                    ms = time_ms(lambda: matmul.run_fast_tile(tile, a, b, out))
                     rates.append(2.0 * m * n * k / (ms * 1e-3) / 1e12)
                     del a, b, out, a64, b64
                 if rates:

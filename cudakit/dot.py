@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _args, _check
 from ._compile import kernel, launch
-from ._device import COUNTER_BYTES, scratch, sm_count
+from ._device import counters, scratch, sm_count
 from ._variants import Variant, lookup, register
 
 FAMILY = "dot"
@@ -36,7 +36,7 @@ def _kernel(name: str, dtype):
 def _run_seed(a, b, out):
     n, t = a.size, _ctype(a.dtype)
     blocks = min(SEED_MAX_BLOCKS, -(-n // SEED_THREADS))
-    partial = np.uint64(scratch(COUNTER_BYTES + blocks * a.itemsize) + COUNTER_BYTES)
+    partial = np.uint64(scratch(blocks * a.itemsize))
     launch(_kernel(f"gpu_dot<{t}>", a.dtype), (blocks,), (SEED_THREADS,), (a, b, partial, np.int64(n)),
            shared_mem=SEED_THREADS * a.itemsize)
     launch(_kernel(f"sum_partials<{t}>", a.dtype), (1,), (256,), (partial, np.int32(blocks), out))
@@ -48,8 +48,7 @@ def _run_fast(a, b, out):
     vector = a.data.ptr % 16 == 0 and b.data.ptr % 16 == 0
     per_block = FAST_THREADS * FAST_UNROLL * (width if vector else 1)
     blocks = max(1, min(sm_count(a.data.device_id) * FAST_BLOCKS_PER_SM, -(-n // per_block)))
-    base = scratch(COUNTER_BYTES + blocks * a.itemsize)
-    counter, partial = np.uint64(base), np.uint64(base + COUNTER_BYTES)
+    counter, partial = np.uint64(counters(1)), np.uint64(scratch(blocks * a.itemsize))
     fn = _kernel(f"dot_onepass<{t}, {'true' if vector else 'false'}, {FAST_UNROLL}>", a.dtype)
     launch(fn, (blocks,), (FAST_THREADS,), (a, b, np.int64(n), partial, counter, out))
 

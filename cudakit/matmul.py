@@ -19,6 +19,10 @@ SEED_TPB = 32  # seed 001: tpb = warp size, blocks of tpb x tpb
 SEED_BLOCKSIZE = 16  # seed 002: #define BLOCKSIZE 16 (MatmulKernel too: dimBlock(blockSize, blockSize))
 SEED_DYNAMIC_BLOCKSIZE = 32  # seed 002's dynamic kernels take blockSize at launch; 32 shows a full warp's banks
 MAX_GRID_Y = 65535  # the seed kernels' 2-D grids
+# The fast variant copies an operand whose rows don't start on 16 bytes (an odd leading dimension, an offset view)
+# into a padded one when m and n are at least this: the element loads it would otherwise need cost more than the
+# copy, which moves (m + n) k elements against the product's 2 m n k flops.
+PAD_MIN_DIM = 1024
 
 # The fixed tiles of the teaching steps, per dtype (the fast variant's come from _tune: tuned, or its defaults).
 # FP64 accumulators take twice the registers: one block of 256 threads per SM (up to 255 registers a thread).
@@ -118,8 +122,30 @@ def _fixed(tiles: dict):
     return run
 
 
+def aligned_operand(x, row_axis: int):
+    """x if the kernels can read it with 16-byte loads, else a copy in the same layout whose leading dimension is
+    rounded up to whole 16-byte vectors (the kernels never read the padding)."""
+    a, k_contig, ld = _layout(x, row_axis)
+    width = 16 // x.itemsize
+    if a.data.ptr % 16 == 0 and ld % width == 0:
+        return a
+    contiguous = 1 - row_axis if k_contig else row_axis
+    extent = x.shape[contiguous]
+    buf = cupy.empty((x.shape[1 - contiguous], -(-extent // width) * width), x.dtype)
+    view = buf[:, :extent] if contiguous == 1 else buf[:, :extent].T
+    view[...] = x
+    return view
+
+
+def run_fast_tile(tile: Tile, A, B, out) -> None:
+    """The fast variant with a given tile (what `tune` times): misaligned operands of a big product padded first."""
+    if min(A.shape[0], B.shape[1]) >= PAD_MIN_DIM:
+        A, B = aligned_operand(A, 0), aligned_operand(B, 1)
+    run_tile(tile, A, B, out)
+
+
 def _run_fast(A, B, out):
-    run_tile(pick_tile(out.data.device_id, out.dtype, A.shape[0], B.shape[1]), A, B, out)
+    run_fast_tile(pick_tile(out.data.device_id, out.dtype, A.shape[0], B.shape[1]), A, B, out)
 
 
 VARIANTS = register(FAMILY, [
@@ -143,7 +169,8 @@ VARIANTS = register(FAMILY, [
             _fixed(WARP_TILED)),
     Variant(FAMILY, "double_buffered", "+ two shared stages: the next slice's loads fly during the math, one barrier per slice",
             _fixed(DOUBLE_BUFFERED)),
-    Variant(FAMILY, "fast", "the tile tuned for this GPU, sliced-k 32x64 tiles for small grids; FP64 on the tensor cores (sm_80+)",
+    Variant(FAMILY, "fast", "the tile tuned for this GPU, sliced-k 32x64 tiles for small grids, misaligned operands "
+            "padded; FP64 on the tensor cores (sm_80+)",
             _run_fast),
 ])
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _args, _check
 from ._compile import kernel, launch
-from ._device import COUNTER_BYTES, scratch, sm_count
+from ._device import counters, scratch, sm_count
 from ._variants import Variant, lookup, register
 
 FAMILY = "matvec"
@@ -20,12 +20,14 @@ ROW_UNROLL = 4  # 16-byte loads in flight per lane (each with its x load), row-m
 # The same for rows long enough to give all 32 lanes of a warp that many: 8 measured 6% faster than 4 for float
 # at 16384^2; for double, 8 needs 70 registers (3 blocks per SM instead of 4) and measured 3-15% slower.
 LONG_ROW_UNROLL = {"float": 8, "double": 4}
+# ... except when the row tiles make between one and two waves of it (no split, a ragged second wave): the 8-deep
+# float kernel fits 3 blocks per SM, not 4, and at 4096^2 (512 tiles) its 1.3 waves measured 28.4 us against the
+# 4-deep kernel's single wave at 27.1 us (H100, tools/matvec_probe.py --sweep).
 COL_UNROLL = 4  # columns in flight per thread, column-major kernel (8: no faster; 10% slower at 4M x 64 double)
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 MIN_STEPS = 2  # a chunk gives each lane at least this many unrolled steps
 GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row, row-major kernel
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
-SUM_ROWS, SUM_LANES = 8, 32  # sum_chunks block: rows x chunk lanes
 
 
 def _ctype(dtype) -> str:
@@ -44,7 +46,7 @@ def instantiations(dtype) -> tuple[str, ...]:
     names += [f"matvec_rowmajor<{t}, {_bool(v)}, {g}, {ROW_UNROLL}>" for v in (True, False) for g in GROUPS]
     names += [f"matvec_rowmajor<{t}, {_bool(v)}, 32, {LONG_ROW_UNROLL[t]}>" for v in (True, False)]
     names += [f"matvec_colmajor<{t}, {_bool(v)}, {r}, {COL_UNROLL}>" for v in (True, False) for r in ROW_LANES]
-    return tuple(dict.fromkeys(names)) + (f"sum_chunks<{t}>",)
+    return tuple(dict.fromkeys(names))
 
 
 def _kernel(name: str, dtype):
@@ -97,7 +99,7 @@ class Plan:
     vector: bool
     tiles: int  # output tiles: 256 / (lanes per row) rows (row-major), (lanes down a column) * W rows (column-major)
     grid: int  # blocks along the output (grid x), each striding over the tiles
-    chunks: int  # blocks along the reduced dimension (grid y); > 1 adds the sum_chunks pass
+    chunks: int  # blocks along the reduced dimension (grid y); > 1: partial sums, added by each tile's last
     chunk: int  # vectors (row-major) or columns (column-major) per chunk
 
 
@@ -120,6 +122,10 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         vector = aligned and n % width == 0
         nv = n // width if vector else n
         unroll = knobs.get("long_row_unroll", LONG_ROW_UNROLL[t])
+        if nv >= 32 * unroll and "long_row_unroll" not in knobs:
+            resident = _resident_blocks(f"matvec_rowmajor<{t}, {_bool(vector)}, 32, {unroll}>", dtype, device_id)
+            if resident <= -(-m // (FAST_THREADS // 32)) < 2 * resident:  # between one and two waves of row tiles
+                unroll = ROW_UNROLL
         if nv < 32 * unroll:
             unroll = knobs.get("row_unroll", ROW_UNROLL)
         group = min(32, _pow2_floor(nv // unroll))  # lanes per row: each gets >= unroll loads when it can
@@ -156,13 +162,10 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
 def _run_plan(A, x, out, p: Plan):
     m, n = A.shape
     fn = _kernel(p.kernel, A.dtype)
-    if p.chunks == 1:
-        launch(fn, (p.grid, 1), (FAST_THREADS,), (A, x, np.int64(m), np.int64(n), np.int64(p.chunk), out))
-        return
-    partial = np.uint64(scratch(COUNTER_BYTES + p.chunks * m * A.itemsize) + COUNTER_BYTES)
-    launch(fn, (p.grid, p.chunks), (FAST_THREADS,), (A, x, np.int64(m), np.int64(n), np.int64(p.chunk), partial))
-    launch(_kernel(f"sum_chunks<{_ctype(A.dtype)}>", A.dtype), (-(-m // SUM_ROWS),), (SUM_ROWS, SUM_LANES),
-           (partial, np.int64(m), np.int32(p.chunks), out))
+    dst, count = out, np.uint64(0)
+    if p.chunks > 1:
+        dst, count = np.uint64(scratch(p.chunks * m * A.itemsize)), np.uint64(counters(p.tiles))
+    launch(fn, (p.grid, p.chunks), (FAST_THREADS,), (A, x, np.int64(m), np.int64(n), np.int64(p.chunk), dst, out, count))
 
 
 def _run_fast(A, x, out):

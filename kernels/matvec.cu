@@ -80,16 +80,39 @@ __device__ __forceinline__ T dot_chunk(const V& a, const V& b, T acc) {
 
 const int FAST_THREADS = 256;
 
+// Called by every thread of a block once its chunk's partial sums of rows [row0, row0 + nrows) are stored at
+// partial[chunk * m + row]: the block that completes the tile (the last of the gridDim.y chunks to arrive) adds the
+// chunks in order (deterministic) into out and resets the tile's counter for the next launch on this stream. One
+// launch in all, where a separate summing kernel would add a launch and a pass over the partials.
+template <typename T>
+__device__ __forceinline__ void finish_tile(const T* partial, index_t m, index_t row0, int nrows,
+                                            unsigned int* counter, T* __restrict__ out) {
+    __shared__ bool is_last;
+    __threadfence();  // publish this block's partial sums before counting it as done
+    __syncthreads();
+    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();  // see every other chunk's published sums
+    for (int r = threadIdx.x; r < nrows; r += blockDim.x) {
+        T s = 0;
+        for (unsigned int c = 0; c < gridDim.y; ++c) s += __ldcg(partial + (index_t)c * m + row0 + r);
+        out[row0 + r] = s;
+    }
+    if (threadIdx.x == 0) *counter = 0;
+}
+
 // Fast, row-major A: a group of TPR lanes per row (TPR = 32 for long rows, fewer for short ones so no lane idles),
 // UNROLL independent loads per lane, a shuffle reduction inside the group. A block takes FAST_THREADS / TPR rows
 // at a time and strides over such tiles (tiles = ceil(m / rows per tile); a grid smaller than that saves block
 // launches when each tile is short work). blockIdx.y splits the rows into chunks of `chunk` vectors so that few,
-// long rows still fill the GPU; each chunk writes its partial sums to dst[blockIdx.y * m + row] (dst is out
-// itself when there is one chunk). VECTOR needs n % Vec16<T>::n == 0 and 16-byte aligned A and x.
+// long rows still fill the GPU; each chunk writes its partial sums to dst[blockIdx.y * m + row] and finish_tile
+// adds them into out (dst is out itself when there is one chunk). VECTOR needs n % Vec16<T>::n == 0 and 16-byte
+// aligned A and x.
 template <typename T, bool VECTOR, int TPR, int UNROLL>
 __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restrict__ A, const T* __restrict__ x,
-                                                                index_t m, index_t n, index_t chunk,
-                                                                T* __restrict__ dst) {
+                                                                index_t m, index_t n, index_t chunk, T* dst, T* out,
+                                                                unsigned int* counters) {
     typedef typename Chunk<T, VECTOR>::type V;
     const int W = Chunk<T, VECTOR>::n;
     const int ROWS = FAST_THREADS / TPR;
@@ -126,6 +149,10 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
 #pragma unroll
         for (int offset = TPR / 2; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
         if (row < m && lane == 0) dst[(index_t)blockIdx.y * m + row] = s;
+        if (gridDim.y > 1) {
+            const index_t row0 = tile * ROWS;
+            finish_tile(dst, m, row0, (int)(m - row0 < ROWS ? m - row0 : ROWS), counters + tile, out);
+        }
     }
 }
 
@@ -133,11 +160,11 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
 // loads), the block's other FAST_THREADS / RL lanes take different columns of the same rows (so a short column
 // still gives a full block), UNROLL columns in flight per thread. The column lanes are added in shared memory in
 // a fixed order. Tiles of RL * W rows, strided over as in matvec_rowmajor; blockIdx.y splits the columns into
-// chunks of `chunk`, written as there. VECTOR needs m % Vec16<T>::n == 0 and a 16-byte aligned A.
+// chunks of `chunk`, written and added as there. VECTOR needs m % Vec16<T>::n == 0 and a 16-byte aligned A.
 template <typename T, bool VECTOR, int RL, int UNROLL>
 __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restrict__ A, const T* __restrict__ x,
-                                                                index_t m, index_t n, index_t chunk,
-                                                                T* __restrict__ dst) {
+                                                                index_t m, index_t n, index_t chunk, T* dst, T* out,
+                                                                unsigned int* counters) {
     typedef typename Chunk<T, VECTOR>::type V;
     const int W = Chunk<T, VECTOR>::n;
     const int CL = FAST_THREADS / RL;  // column lanes
@@ -203,26 +230,9 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
                 rows[e] = t;
             }
         }
-    }
-}
-
-// Adds the chunks' partial sums of each row, in chunk order (deterministic): 8 rows x 32 chunk lanes per block,
-// the lanes combined in shared memory in a fixed order.
-template <typename T>
-__global__ void __launch_bounds__(256) sum_chunks(const T* __restrict__ partial, index_t m, int chunks,
-                                                  T* __restrict__ out) {
-    __shared__ T lanes[32][8];
-    const index_t row = (index_t)blockIdx.x * 8 + threadIdx.x;
-    T s = 0;
-    if (row < m) {
-#pragma unroll 4
-        for (int c = threadIdx.y; c < chunks; c += 32) s += partial[(index_t)c * m + row];
-    }
-    lanes[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && row < m) {
-        T t = 0;
-        for (int l = 0; l < 32; ++l) t += lanes[l][threadIdx.x];
-        out[row] = t;
+        if (gridDim.y > 1) {
+            const index_t row0 = tile * RL * W;
+            finish_tile(dst, m, row0, (int)(m - row0 < RL * W ? m - row0 : RL * W), counters + tile, out);
+        }
     }
 }

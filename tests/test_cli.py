@@ -126,7 +126,12 @@ def test_the_default_sizes_are_the_documented_ones():
     assert "float64 16384×16384" in labels["transpose"] and "int8 8191×8193" in labels["transpose"]
     assert "float64 2^27" in labels["dot"] and "float32 2^28" in labels["dot"]
     assert "float32 4097×4095×4099 (m×k×n)" in labels["matmul"]
+    assert "float32 4096×4096×4096 (m×k×n), A F-order and B F-order" in labels["matmul"]
+    assert {f"{t} {d}" for t in ("int8", "float16", "float32", "float64")
+            for d in ("1024×262144", "262144×1024", "8191×8193", "16384×16384")} <= set(labels["transpose"])
     assert len(labels["matvec"]) == 2 * 4 * 2
+    layout_rows = [c for c in _bench.default_cases("matmul", False) if c.fast_only]
+    assert {c.matmul_orders for c in layout_rows} == {("F", "C"), ("C", "F"), ("F", "F")}
 
 
 # ---------------------------------------------------------------------------------------------------- rendering
@@ -301,3 +306,13 @@ def test_throughput_above_the_dram_peak_is_flagged():
     lines = rendered(_bench.family_table(res, "transpose")).splitlines()
     flagged = {name for name in gbps for line in lines if f" {name} " in line and "above the DRAM peak" in line}
     assert flagged == {name for name, v in gbps.items() if v > 3.0}
+
+
+@pytest.mark.gpu
+def test_matmul_layout_cases_make_the_layouts_they_name():
+    for order in ("C", "FC", "CF", "FF"):
+        case = _bench.Case("matmul", "float32", (64, 32, 48), order)
+        s = _bench.BENCHES["matmul"].make(case)
+        assert s["A"].shape == (64, 32) and s["B"].shape == (32, 48)
+        for x, o in zip((s["A"], s["B"]), case.matmul_orders):
+            assert x.flags.c_contiguous if o == "C" else x.flags.f_contiguous, (order, o)

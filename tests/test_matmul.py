@@ -95,8 +95,8 @@ def test_fast_on_big_matrices(dtype):
 
     device = cupy.cuda.runtime.getDevice()
     large, small = _tune.tiles(device, np.dtype(dtype))
-    for m, k, n in [(1031, 1029, 1027), (2048 + 3, 1000, 2048 + 5)]:
-        for oa, ob in [("C", "C"), ("F", "C"), ("C", "F")]:
+    for m, k, n in [(1031, 1029, 1027), (2048 + 3, 1000, 2048 + 5)]:  # misaligned: padded copies (PAD_MIN_DIM)
+        for oa, ob in [("C", "C"), ("F", "C"), ("C", "F"), ("offset", "T"), ("T", "offset")]:
             A, B = operand((m, k), dtype, oa), operand((k, n), dtype, ob)
             res = cudakit.matmul(A, B)
             assert_close(res, ref64(A, B), dtype, k, f"fast {m}x{k}x{n} {oa}{ob}")
@@ -105,6 +105,29 @@ def test_fast_on_big_matrices(dtype):
         out = poisoned((1500, 1300), dtype)
         mm.run_tile(tile, A, B, out)
         assert_close(out, ref64(A, B), dtype, 700, tile.name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["C", "F", "offset", "padded", "T"])
+def test_aligned_operand_pads_misaligned_layouts_and_the_padding_is_never_read(dtype, layout):
+    import cupy
+
+    A, B = operand((67, 45), dtype, layout), operand((45, 71), dtype, "offset" if layout == "C" else "C")
+    a, b = mm.aligned_operand(A, 0), mm.aligned_operand(B, 1)
+    for x, padded in ((A, a), (B, b)):
+        assert padded.shape == x.shape and bool((padded == x).all())
+        _, _, ld = mm._layout(padded, 0 if x is A else 1)
+        assert padded.data.ptr % 16 == 0 and ld % (16 // x.itemsize) == 0, (layout, ld)
+        if padded is not x:  # fill the padding with NaN: a kernel that read it would return NaN
+            base = padded.base
+            copy = padded.copy()
+            base.fill(np.nan)
+            padded[...] = copy
+    large, _ = _tune.tiles(cupy.cuda.runtime.getDevice(), np.dtype(dtype))
+    out = poisoned((67, 71), dtype)
+    mm.run_tile(large, a, b, out)
+    assert_close(out, ref64(A, B), dtype, 45, f"padded {layout}")
 
 
 @pytest.mark.gpu

@@ -64,8 +64,9 @@ def test_fast_path_shapes_cover_vector_split_and_unsplit_plans(dtype, order):
 
 
 KNOBS = [{"persistent": False}, {"long_row_unroll": 4}, {"long_row_unroll": 8}, {"row_unroll": 2},
-         {"row_unroll": 8}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
-         {"blocks_per_sm": 8}]  # the tuning tools/matvec_probe.py times
+         {"row_unroll": 8}, {"col_unroll": 2}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
+         {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"long_row_unroll": 4, "blocks_per_sm": 8},
+         {"long_row_unroll": 4, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16}]  # tools/matvec_probe.py's
 
 
 @pytest.mark.parametrize("knobs", KNOBS, ids=[",".join(f"{k}={v}" for k, v in kn.items()) for kn in KNOBS])
@@ -132,6 +133,21 @@ def test_matvec_is_deterministic(variant):
         first = cudakit.matvec(A, x, variant=variant).copy()
         for _ in range(3):
             assert bool((cudakit.matvec(A, x, variant=variant) == first).all()), (variant, shape, order)
+
+
+def test_split_plans_and_dots_interleaved_on_one_stream():
+    """Split matvecs (one counter per tile) and dots (one counter) share the stream's counters and scratch."""
+    cases = [((4096, 4096), "F"), ((64, 1 << 16), "C"), ((1 << 16, 40), "F"), ((4097, 4097), "C")]
+    split = 0
+    for _ in range(2):
+        for shape, order in cases:
+            A, x = random_array(shape, np.float32, order), random_array(shape[1], np.float32)
+            split += mv.plan(A, x).chunks > 1
+            a, b = random_array(1 << 20, np.float32), random_array(1 << 20, np.float32)
+            _check_result(A, x, "fast", f"{shape} {order} after dots")
+            d = cudakit.dot(a, b)
+            assert_close(d, a.astype(np.float64) @ b.astype(np.float64), np.float32, a.size, "dot between matvecs")
+    assert split >= 4, "the cases no longer reach split plans"
 
 
 def test_matvec_zero_size_results():

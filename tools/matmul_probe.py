@@ -73,7 +73,7 @@ def check(out, A, B, what):
     return ok
 
 
-def probe(quick: bool):
+def probe(quick: bool, fast_only: bool = False):
     device = cupy.cuda.runtime.getDevice()
     cc = _tune.compute_capability(device)
     props = cupy.cuda.runtime.getDeviceProperties(device)
@@ -94,11 +94,14 @@ def probe(quick: bool):
             cublas = flops / ref_ms / 1e9
             entries = [("fast", lambda: cudakit.matmul(A, B, out=out))]
             big = m * n * k >= 2048 ** 3
-            if m * n * k <= 4096 ** 3 and m * n * k >= 512 ** 3:
+            if fast_only:  # the fast variant and its tile launched directly (no padding of misaligned operands)
+                tile = mm.pick_tile(device, dtype, m, n)
+                entries.append((f"{tile.name} direct", lambda tile=tile: mm.run_tile(tile, A, B, out)))
+            elif m * n * k <= 4096 ** 3 and m * n * k >= 512 ** 3:
                 entries += [(name, (lambda name=name: cudakit.matmul(A, B, out=out, variant=name)))
                             for name in ("blocktile_2d", "warp_tiled", "double_buffered")]
             entries += [(t.name, (lambda t=t: mm.run_tile(t, A, B, out))) for t in tiles
-                        if not (t.bm <= 64 and big and m * n * k > 4096 ** 3)]
+                        if not fast_only and not (t.bm <= 64 and big and m * n * k > 4096 ** 3)]
             if (m, n, k) == (4096, 4096, 4096):  # the other layouts, read in place
                 AF, BF = cupy.asfortranarray(A), cupy.asfortranarray(B)
                 entries += [("fast A F-order", lambda: cudakit.matmul(AF, B, out=out)),
@@ -174,6 +177,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sanitize", action="store_true")
     ap.add_argument("--one", nargs=5, metavar=("TILE", "DTYPE", "M", "N", "K"))
+    ap.add_argument("--fast-only", action="store_true", help="only fast and its tile launched directly")
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.sanitize:
@@ -182,7 +186,7 @@ def main():
     if args.one:
         one(args.one[0], args.one[1], *map(int, args.one[2:]))
         return 0
-    rows = probe(args.quick)
+    rows = probe(args.quick, args.fast_only)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -33,7 +33,9 @@ GOALS = {(16384, 16384): ("ceiling", 0.92), (4096, 4096): ("cublas", 1.3), (4194
          (64, 4194304): ("ceiling", 0.85)}
 # Tuning knobs of cudakit.matvec.plan tried beside the defaults (tests/test_matvec.py checks each for correctness).
 SWEEP = [{"persistent": False}, {"long_row_unroll": 4}, {"long_row_unroll": 8}, {"row_unroll": 2},
-         {"row_unroll": 8}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2}, {"blocks_per_sm": 8}]
+         {"row_unroll": 8}, {"col_unroll": 2}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
+         {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"long_row_unroll": 4, "blocks_per_sm": 8},
+         {"long_row_unroll": 4, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16}]
 
 _flush = None
 _flush_out = None
@@ -196,6 +198,7 @@ def main():
     ap.add_argument("--sweep", action="store_true", help="also time the fast kernels under other unrolls/occupancy")
     ap.add_argument("--quick", action="store_true", help="fast variants only")
     ap.add_argument("--sanitize", action="store_true")
+    ap.add_argument("--shape", action="append", help="only these shapes, e.g. --shape 4096x4096")
     args = ap.parse_args()
     if args.sanitize:
         sanitize()
@@ -214,6 +217,8 @@ def main():
     host_overhead(log)
     results = {}
     for shape in SHAPES:
+        if args.shape and f"{shape[0]}x{shape[1]}" not in args.shape:
+            continue
         for dtype in (np.float32, np.float64):
             for trans in (False, True):
                 tag, rows = time_case(shape, dtype, trans, ceiling, args.sweep, args.quick, log)

@@ -30,6 +30,10 @@ def main(small: bool) -> int:
                 for order in ("C", "F"):
                     cudakit.matmul(rand((m, k), dtype, order), rand((k, n), dtype, order), variant=v.name, check=True)
                     runs += 1
+        if not small:  # m, n >= matmul.PAD_MIN_DIM with odd leading dimensions: the fast variant's padded copies
+            for oa, ob in (("C", "C"), ("F", "F")):
+                cudakit.matmul(rand((1025, 19), dtype, oa), rand((19, 1027), dtype, ob), check=True)
+                runs += 1
         for v in cudakit.variants("matvec"):
             for m, n in mv:
                 for order in ("C", "F"):

@@ -32,6 +32,14 @@ SWEEP = {
     8: [(16, 32, 256), (8, 32, 256), (16, 16, 256), (8, 32, 512)],
 }
 
+# Misaligned rows (--sweep --odd): larger tiles overlap less (one unit of rows per tile), up to 32 KB of shared memory.
+SWEEP_ODD = {
+    1: [(8, 8, 512), (8, 8, 1024), (8, 16, 1024), (16, 8, 512)],
+    2: [(8, 16, 512), (8, 16, 1024), (8, 32, 1024), (8, 8, 512)],
+    4: [(8, 32, 512), (8, 32, 1024), (16, 32, 1024), (8, 16, 512)],
+    8: [(8, 64, 512), (8, 64, 1024), (16, 64, 1024), (8, 32, 512)],
+}
+
 
 def filled(shape, dtype):
     """Non-constant data without a large temporary: a hashed counter viewed as dtype."""
@@ -137,20 +145,21 @@ def smoke():
     print(f"smoke: {wrong} wrong results")
 
 
-def sweep(reps):
+def sweep(reps, odd: bool):
     for e, dtype in DTYPES.items():
-        for shape in (GOAL_SHAPES[0], GOAL_SHAPES[1], GOAL_SHAPES[3]):
+        for shape in [GOAL_SHAPES[3]] if odd else [GOAL_SHAPES[0], GOAL_SHAPES[1], GOAL_SHAPES[3]]:
             fast = [v for v in cudakit.variants("transpose") if v.name == "fast"]
-            extra = [(f"fast {cfg}", cfg) for cfg in SWEEP[e]]
+            extra = [(f"fast {cfg}", cfg) for cfg in (SWEEP_ODD if odd else SWEEP)[e]]
             nbytes, copy_ms, rows = probe_case(shape, dtype, reps, fast, extra)
             report(shape, dtype, nbytes, copy_ms, rows, [])
-            print(f"  (fast = {T.VEC16_SHAPE[e]})")
+            print(f"  (fast = {T.vec16_shape(e, shape[1] * e % 16 == 0 and shape[0] * e % 16 == 0)})")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=25)
     ap.add_argument("--sweep", action="store_true", help="time other vec16 tile shapes of the fast step instead")
+    ap.add_argument("--odd", action="store_true", help="with --sweep: only the odd shape, larger tiles")
     ap.add_argument("--smoke", action="store_true", help="small checked cases of every kernel, no timing")
     ap.add_argument("--seeds", action="store_true", help="also time the seed transposes on every goal shape")
     args = ap.parse_args()
@@ -160,7 +169,7 @@ def main():
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     print(f"device: {name}, {props['multiProcessorCount']} SMs, L2 {props['l2CacheSize'] >> 20} MB")
     if args.sweep:
-        return sweep(args.reps)
+        return sweep(args.reps, args.odd)
     every = cudakit.variants("transpose", diagnostics=True)
     mine = [v for v in every if not v.seed]
     summary = []

@@ -1,0 +1,84 @@
+"""Host cost per call of cudakit.dot and of each piece of its call path, against CuPy's dot and a bare launch.
+
+    PYTHONPATH=. python3 tools/call_overhead.py [--n 65536]
+
+Each line is the median over 7 rounds of the mean wall time of 2000 back-to-back calls (perf_counter), the GPU
+work being tiny and asynchronous: this is what Python costs per call, the figure that bounds small dots.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import time
+
+import cupy
+import numpy as np
+
+import cudakit
+from cudakit import _args, _check, _compile, _device, _variants
+
+dot_module = importlib.import_module("cudakit.dot")  # the module (cudakit.dot is the function)
+
+
+def per_call_us(fn, calls: int = 2000, rounds: int = 7) -> float:
+    for _ in range(200):
+        fn()
+    cupy.cuda.get_current_stream().synchronize()
+    means = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        means.append((time.perf_counter() - t0) / calls * 1e6)
+        cupy.cuda.get_current_stream().synchronize()
+    return statistics.median(means)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1 << 16)
+    n = ap.parse_args().n
+    a = cupy.random.random(n, dtype=cupy.float32)
+    b = cupy.random.random(n, dtype=cupy.float32)
+    out = cupy.empty((), cupy.float32)
+    cudakit.dot(a, b)
+    mod = dot_module
+    fn = mod._kernel("dot_onepass<float, true, 4>", a.dtype)
+    blocks = 132 * 8
+    counter, partial = np.uint64(_device.counters(1)), np.uint64(_device.scratch(blocks * 4))
+    n64 = np.int64(n)
+    args = (a, b, n64, partial, counter, out)
+    ptr_args = (np.uint64(a.data.ptr), np.uint64(b.data.ptr), n64, partial, counter, np.uint64(out.data.ptr))
+    pieces = {
+        "cupy.dot(a, b)": lambda: cupy.dot(a, b),
+        "cudakit.dot(a, b)": lambda: cudakit.dot(a, b),
+        "cudakit.dot(a, b, out=out)": lambda: cudakit.dot(a, b, out=out),
+        "RawKernel call, array args": lambda: fn((blocks,), (256,), args),
+        "RawKernel call, pointer args": lambda: fn((blocks,), (256,), ptr_args),
+        "_compile.launch": lambda: _compile.launch(fn, (blocks,), (256,), args),
+        "cupy.empty(())": lambda: cupy.empty((), cupy.float32),
+        "_args.device_array": lambda: _args.device_array("dot", "a", a, 1),
+        "_args.same_dtype": lambda: _args.same_dtype("dot", {"a": a, "b": b}),
+        "_args.same_device": lambda: _args.same_device("dot", {"a": a, "b": b}),
+        "_args.output(None)": lambda: _args.output("dot", None, (), a.dtype, 0, {"a": a, "b": b}),
+        "_args.output(out)": lambda: _args.output("dot", out, (), a.dtype, 0, {"a": a, "b": b}),
+        "cupy.may_share_memory": lambda: cupy.may_share_memory(out, a),
+        "_args.on_device": lambda: _args.on_device(0),
+        "_variants.lookup": lambda: _variants.lookup("dot", "fast"),
+        "_check.enabled(None)": lambda: _check.enabled(None),
+        "_device.scratch": lambda: _device.scratch(4096),
+        "_device.sm_count": lambda: _device.sm_count(0),
+        "_compile.kernel (cached)": lambda: mod._kernel("dot_onepass<float, true, 4>", a.dtype),
+        "a.data.ptr % 16": lambda: a.data.ptr % 16,
+        "runtime.getDevice": lambda: cupy.cuda.runtime.getDevice(),
+        "get_current_stream": lambda: cupy.cuda.get_current_stream(),
+        "np.int64(n)": lambda: np.int64(n),
+    }
+    print(f"host cost per call, n = {n} float32 (µs):")
+    for name, f in pieces.items():
+        print(f"  {name:32s} {per_call_us(f):7.2f}")
+
+
+if __name__ == "__main__":
+    main()
