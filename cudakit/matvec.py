@@ -165,7 +165,8 @@ def _run_plan(A, x, out, p: Plan):
     dst, count = out, np.uint64(0)
     if p.chunks > 1:
         dst, count = np.uint64(scratch(p.chunks * m * A.itemsize)), np.uint64(counters(p.tiles))
-    launch(fn, (p.grid, p.chunks), (FAST_THREADS,), (A, x, np.int64(m), np.int64(n), np.int64(p.chunk), dst, out, count))
+    launch(fn, (p.grid, p.chunks), (FAST_THREADS,),
+           (A, x, np.int64(m), np.int64(n), np.int64(p.chunk), dst, out, count))
 
 
 def _run_fast(A, x, out):
