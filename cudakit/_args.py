@@ -26,31 +26,27 @@ def device_array(op: str, name: str, x, ndim: int | tuple[int, ...]):
     return x
 
 
-def same_dtype(op: str, arrays: dict, allowed=FLOATS) -> np.dtype:
-    dtypes = [a.dtype for a in arrays.values()]
-    first = dtypes[0]
-    if all(d == first for d in dtypes) and first in allowed:
-        return first
-    if any(d != first for d in dtypes):
+def common(op: str, arrays: dict, allowed=FLOATS) -> tuple[np.dtype, int]:
+    """(dtype, device id) that every array of `arrays` ({name: array}) shares; the dtype must be in `allowed`."""
+    first = next(iter(arrays.values()))
+    dtype, device_id = first.dtype, first.data.device_id
+    if any(a.dtype != dtype for a in arrays.values()):
         listed = ", ".join(f"{n}: {a.dtype}" for n, a in arrays.items())
         raise TypeError(f"cudakit.{op}: operands must share one dtype, got {listed} (cast explicitly with .astype())")
-    raise TypeError(f"cudakit.{op}: unsupported dtype {first}; supported: {', '.join(str(d) for d in allowed)}")
-
-
-def same_device(op: str, arrays: dict) -> int:
-    devices = [a.data.device_id for a in arrays.values()]
-    if any(d != devices[0] for d in devices):
+    if dtype not in allowed:
+        raise TypeError(f"cudakit.{op}: unsupported dtype {dtype}; supported: {', '.join(str(d) for d in allowed)}")
+    if any(a.data.device_id != device_id for a in arrays.values()):
         listed = ", ".join(f"{n} on device {a.data.device_id}" for n, a in arrays.items())
         raise ValueError(f"cudakit.{op}: arrays must be on one device, got {listed}")
-    return devices[0]
+    return dtype, device_id
 
 
 def output(op: str, out, shape: tuple, dtype: np.dtype, device_id: int, inputs: dict):
-    """Validate `out=` like cupy.matmul does (exact shape and dtype, C-contiguous) or allocate it."""
+    """Validate `out=` like cupy.matmul does (exact shape and dtype, C-contiguous) or allocate it on the current
+    device (callers run this inside on_device(device_id))."""
     cupy = _cupy()
     if out is None:
-        with on_device(device_id):
-            return cupy.empty(shape, dtype)
+        return cupy.empty(shape, dtype)
     if not isinstance(out, cupy.ndarray):
         raise TypeError(f"cudakit.{op}: out must be a cupy.ndarray, got {type(out).__name__}")
     if out.shape != tuple(shape):
@@ -74,9 +70,12 @@ def contiguous_or_copy(x):
     return _cupy().ascontiguousarray(x)
 
 
+_ALREADY_THERE = contextlib.nullcontext()
+
+
 def on_device(device_id: int):
     """Run on the inputs' device; free when it already is the current one (the usual case)."""
     cupy = _cupy()
     if cupy.cuda.runtime.getDevice() == device_id:
-        return contextlib.nullcontext()
+        return _ALREADY_THERE
     return cupy.cuda.Device(device_id)

@@ -33,9 +33,17 @@ def relative_error(out, ref, scale=None) -> float:
     return diff / denom
 
 
-def verify(op: str, variant: str, out, ref, scale, dtype, k: int) -> None:
-    """Raise CheckError when out is off the float64 reference. `scale` is op applied to |inputs| (cancellation-proof)."""
-    err = relative_error(out, ref, scale)
+def product_error(out, x, y) -> float:
+    """relative_error of out against x @ y, scaled by |x| @ |y| (dot, matvec, matmul), all in float64."""
+    import cupy
+
+    x64, y64 = x.astype(cupy.float64), y.astype(cupy.float64)
+    return relative_error(out, x64 @ y64, cupy.abs(x64) @ cupy.abs(y64))
+
+
+def verify(op: str, variant: str, out, x, y, dtype, k: int) -> None:
+    """Raise CheckError when out = x @ y (a k-term sum per element) is off the float64 reference."""
+    err = product_error(out, x, y)
     tol = tolerance(dtype, k)
     if not err <= tol:  # NaN fails too
         raise CheckError(f"cudakit.{op} (variant {variant!r}, {np.dtype(dtype)}): relative error {err:.3e} exceeds {tol:.1e}")

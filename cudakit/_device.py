@@ -14,31 +14,27 @@ def sm_count(device_id: int) -> int:
 _buffers: dict = {}
 
 
-def _buffer(kind: str, nbytes: int) -> int:
+def _grown(key, nbytes: int):
     import cupy
 
-    key = (kind, cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
     buf = _buffers.get(key)
     if buf is None or buf.nbytes < nbytes:
-        buf = cupy.zeros(max(nbytes, 1 << 16), dtype=cupy.uint8)
-        _buffers[key] = buf
+        buf = _buffers[key] = cupy.zeros(max(nbytes, 1 << 16), dtype=cupy.uint8)
     return buf.data.ptr
 
 
-def scratch(nbytes: int) -> int:
-    """Device address of a workspace private to the current (device, stream), reused across calls (256-aligned).
+def workspace(scratch_bytes: int, counters: int = 0) -> tuple[int, int]:
+    """Device addresses (scratch, counters) private to the current (device, stream), reused across calls.
 
-    It grows (outside any graph capture) when a call needs more: warm an op up once before capturing it in a CUDA
-    graph. Kernels take the address as a np.uint64 argument (a pointer parameter): cheaper per call than slicing
-    views of a CuPy array.
+    scratch: `scratch_bytes` of workspace (256-aligned) for partial results. counters: `counters` uint32 that are
+    zero between launches; a kernel that finishes a reduction on the device counts finished blocks there, and the
+    last block resets its counter, so calls queued on one stream never race. Two buffers, so no kernel's partials
+    can land on another's counter. Kernels take the addresses as pointer parameters.
+
+    Both grow (outside any graph capture) when a call needs more: warm an op up once before capturing it in a
+    CUDA graph.
     """
-    return _buffer("scratch", nbytes)
+    import cupy
 
-
-def counters(count: int) -> int:
-    """Device address of `count` uint32 counters private to the current (device, stream), all zero between launches.
-
-    Kernels that finish a reduction on the device count finished blocks here and the last block resets its counter
-    to zero, so calls queued on one stream never race. Grows like scratch().
-    """
-    return _buffer("counters", 4 * count)
+    stream = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
+    return _grown(("scratch", stream), scratch_bytes), _grown(("counters", stream), 4 * counters)

@@ -277,15 +277,14 @@ def tune(console=None) -> dict:
                         _say(console, f"  {dtype.name} {tile.name}: skipped ({type(exc).__name__}: {exc})")
                         rates = []
                         break
-                    a64, b64 = a.astype(cupy.float64), b.astype(cupy.float64)
-                    err = _check.relative_error(out, a64 @ b64, cupy.abs(a64) @ cupy.abs(b64))
+                    err = _check.product_error(out, a, b)
                     if not err <= _check.tolerance(dtype, k):
                         _say(console, f"  {dtype.name} {tile.name}: WRONG at {m}x{n}x{k} (relative error {err:.2e}), skipped")
                         rates = []
                         break
                     ms = time_ms(lambda: matmul.run_fast_tile(tile, a, b, out))
                     rates.append(2.0 * m * n * k / (ms * 1e-3) / 1e12)
-                    del a, b, out, a64, b64
+                    del a, b, out
                 if rates:
                     score = math.exp(sum(math.log(r) for r in rates) / len(rates))
                     scores[slot][tile.name] = score

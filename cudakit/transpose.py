@@ -9,6 +9,7 @@ float32, complex64, float64, ... all take the same code. Layouts:
 """
 from __future__ import annotations
 
+import cupy
 import numpy as np
 
 from . import _args, _check
@@ -139,13 +140,11 @@ def transpose(a, *, out=None, variant: str = "fast", check: bool | None = None):
         raise TypeError(f"cudakit.transpose: unsupported dtype {a.dtype} ({a.dtype.itemsize} bytes); "
                         "supported: any dtype of 1, 2, 4 or 8 bytes")
     run = lookup("transpose", variant).run
-    device_id = a.device.id
-    out = _args.output("transpose", out, (a.shape[1], a.shape[0]), a.dtype, device_id, {"a": a})
-    if out.data.ptr % a.itemsize:
-        raise ValueError(f"cudakit.transpose: out is not aligned to its {a.itemsize}-byte elements")
-    import cupy
-
-    with cupy.cuda.Device(device_id):
+    device_id = a.data.device_id
+    with _args.on_device(device_id):
+        out = _args.output("transpose", out, (a.shape[1], a.shape[0]), a.dtype, device_id, {"a": a})
+        if out.data.ptr % a.itemsize:
+            raise ValueError(f"cudakit.transpose: out is not aligned to its {a.itemsize}-byte elements")
         if a.size == 0:
             return out
         if a.flags.c_contiguous and a.data.ptr % a.itemsize == 0:

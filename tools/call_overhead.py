@@ -45,8 +45,8 @@ def main():
     cudakit.dot(a, b)
     mod = dot_module
     fn = mod._kernel("dot_onepass<float, true, 4>", a.dtype)
-    blocks = 132 * 8
-    counter, partial = np.uint64(_device.counters(1)), np.uint64(_device.scratch(blocks * 4))
+    blocks = _device.sm_count(0) * mod.FAST_BLOCKS_PER_SM
+    partial, counter = (np.uint64(p) for p in _device.workspace(blocks * 4, counters=1))
     n64 = np.int64(n)
     args = (a, b, n64, partial, counter, out)
     ptr_args = (np.uint64(a.data.ptr), np.uint64(b.data.ptr), n64, partial, counter, np.uint64(out.data.ptr))
@@ -59,17 +59,17 @@ def main():
         "_compile.launch": lambda: _compile.launch(fn, (blocks,), (256,), args),
         "cupy.empty(())": lambda: cupy.empty((), cupy.float32),
         "_args.device_array": lambda: _args.device_array("dot", "a", a, 1),
-        "_args.same_dtype": lambda: _args.same_dtype("dot", {"a": a, "b": b}),
-        "_args.same_device": lambda: _args.same_device("dot", {"a": a, "b": b}),
+        "_args.common": lambda: _args.common("dot", {"a": a, "b": b}),
         "_args.output(None)": lambda: _args.output("dot", None, (), a.dtype, 0, {"a": a, "b": b}),
         "_args.output(out)": lambda: _args.output("dot", out, (), a.dtype, 0, {"a": a, "b": b}),
         "cupy.may_share_memory": lambda: cupy.may_share_memory(out, a),
         "_args.on_device": lambda: _args.on_device(0),
         "_variants.lookup": lambda: _variants.lookup("dot", "fast"),
         "_check.enabled(None)": lambda: _check.enabled(None),
-        "_device.scratch": lambda: _device.scratch(4096),
+        "_device.workspace": lambda: _device.workspace(4096, counters=1),
         "_device.sm_count": lambda: _device.sm_count(0),
         "_compile.kernel (cached)": lambda: mod._kernel("dot_onepass<float, true, 4>", a.dtype),
+        "dot._fast_kernel (cached)": lambda: mod._fast_kernel(a.dtype, True, 0),
         "a.data.ptr % 16": lambda: a.data.ptr % 16,
         "runtime.getDevice": lambda: cupy.cuda.runtime.getDevice(),
         "get_current_stream": lambda: cupy.cuda.get_current_stream(),

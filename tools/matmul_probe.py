@@ -65,8 +65,7 @@ def gpu_ms(fn, flops: float) -> float:
 
 
 def check(out, A, B, what):
-    a64, b64 = A.astype(cupy.float64), B.astype(cupy.float64)
-    err = _check.relative_error(out, a64 @ b64, cupy.abs(a64) @ cupy.abs(b64))
+    err = _check.product_error(out, A, B)
     ok = err <= _check.tolerance(out.dtype, A.shape[1])
     if not ok:
         print(f"  WRONG: {what}: relative error {err:.2e}", flush=True)

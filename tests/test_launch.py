@@ -1,0 +1,88 @@
+"""GPU-less: _compile.launch hands cuLaunchKernel the right parameter block (driver call captured, not made).
+
+The GPU suite runs every kernel through the same launch; this pins down the byte layout the driver reads.
+"""
+import ctypes
+import struct
+import types
+
+import numpy as np
+import pytest
+
+from cudakit import _compile
+
+
+class FakeKernel:
+    """Stands in for a RawKernel: launch reads .kernel.ptr once and may set the dynamic shared-memory cap."""
+
+    def __init__(self, ptr):
+        self.kernel = types.SimpleNamespace(ptr=ptr)
+        self.max_dynamic_shared_size_bytes = 48 * 1024
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    cupy = pytest.importorskip("cupy")
+    calls = []
+
+    def launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        calls.append(dict(f=f, grid=(gx, gy, gz), block=(bx, by, bz), smem=smem, stream=stream, extra=extra,
+                          slots=[ctypes.c_void_p.from_address(params + 8 * i).value for i in range(_compile.MAX_PARAMETERS)]))
+
+    monkeypatch.setattr(cupy.cuda.driver, "launchKernel", launch_kernel)
+    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: types.SimpleNamespace(ptr=0x5150))
+    return calls
+
+
+def slot_bytes(address, size):
+    return ctypes.string_at(address, size)
+
+
+def test_every_argument_lands_in_its_slot_as_the_kernel_reads_it(captured):
+    fn = FakeKernel(0xF00D)
+    pointer = 0x7F12_3456_7800
+    args = (np.uint64(pointer), np.int64(-3), np.int32(-7), np.uint32(2**32 - 1), 65536,
+            np.float32(0.999), np.float64(-1.5))
+    _compile.launch(fn, (5, 3), (256,), args)
+    (call,) = captured
+    assert call["f"] == 0xF00D and call["grid"] == (5, 3, 1) and call["block"] == (256, 1, 1)
+    assert call["smem"] == 0 and call["stream"] == 0x5150 and call["extra"] == 0
+    slots = call["slots"]
+    # A pointer or 64-bit parameter reads 8 bytes of its slot, an int or float parameter the first 4.
+    assert struct.unpack("<Q", slot_bytes(slots[0], 8))[0] == pointer
+    assert struct.unpack("<q", slot_bytes(slots[1], 8))[0] == -3
+    assert struct.unpack("<i", slot_bytes(slots[2], 4))[0] == -7
+    assert struct.unpack("<I", slot_bytes(slots[3], 4))[0] == 2**32 - 1
+    assert struct.unpack("<q", slot_bytes(slots[4], 8))[0] == 65536
+    assert struct.unpack("<f", slot_bytes(slots[5], 4))[0] == np.float32(0.999)
+    assert struct.unpack("<d", slot_bytes(slots[6], 8))[0] == -1.5
+    assert len(set(slots)) == len(slots), "each argument has its own slot"
+
+
+def test_the_next_launch_overwrites_the_slots(captured):
+    fn = FakeKernel(1)
+    _compile.launch(fn, (1,), (32,), (np.int64(11), np.int64(12)))
+    _compile.launch(fn, (1,), (32,), (np.int64(21), np.int64(22)))
+    slots = captured[-1]["slots"]
+    assert [struct.unpack("<q", slot_bytes(s, 8))[0] for s in slots[:2]] == [21, 22]
+
+
+def test_shared_memory_above_48_kib_raises_the_cap_once(captured):
+    fn = FakeKernel(2)
+    _compile.launch(fn, (1,), (32,), (), shared_mem=1024)
+    assert fn.max_dynamic_shared_size_bytes == 48 * 1024
+    _compile.launch(fn, (1,), (32,), (), shared_mem=100 * 1024)
+    assert fn.max_dynamic_shared_size_bytes == 100 * 1024 and captured[-1]["smem"] == 100 * 1024
+
+
+@pytest.mark.parametrize("bad", [1.5, "x", None, [1]])
+def test_an_argument_the_driver_cannot_take_is_refused_before_the_launch(captured, bad):
+    with pytest.raises(TypeError, match="kernel argument"):
+        _compile.launch(FakeKernel(3), (1,), (32,), (np.int64(1), bad))
+    assert captured == []
+
+
+def test_too_many_arguments_are_refused(captured):
+    with pytest.raises(ValueError, match="at most"):
+        _compile.launch(FakeKernel(4), (1,), (32,), (0,) * (_compile.MAX_PARAMETERS + 1))
+    assert captured == []
