@@ -28,16 +28,19 @@ def device_array(op: str, name: str, x, ndim: int | tuple[int, ...]):
 
 def common(op: str, arrays: dict, allowed=FLOATS) -> tuple[np.dtype, int]:
     """(dtype, device id) that every array of `arrays` ({name: array}) shares; the dtype must be in `allowed`."""
-    first = next(iter(arrays.values()))
-    dtype, device_id = first.dtype, first.data.device_id
-    if any(a.dtype != dtype for a in arrays.values()):
-        listed = ", ".join(f"{n}: {a.dtype}" for n, a in arrays.items())
-        raise TypeError(f"cudakit.{op}: operands must share one dtype, got {listed} (cast explicitly with .astype())")
+    values = tuple(arrays.values())
+    dtype = values[0].dtype
+    for a in values:
+        if a.dtype != dtype:
+            listed = ", ".join(f"{n}: {x.dtype}" for n, x in arrays.items())
+            raise TypeError(f"cudakit.{op}: operands must share one dtype, got {listed} (cast explicitly with .astype())")
     if dtype not in allowed:
         raise TypeError(f"cudakit.{op}: unsupported dtype {dtype}; supported: {', '.join(str(d) for d in allowed)}")
-    if any(a.data.device_id != device_id for a in arrays.values()):
-        listed = ", ".join(f"{n} on device {a.data.device_id}" for n, a in arrays.items())
-        raise ValueError(f"cudakit.{op}: arrays must be on one device, got {listed}")
+    device_id = values[0].data.device_id
+    for a in values:
+        if a.data.device_id != device_id:
+            listed = ", ".join(f"{n} on device {x.data.device_id}" for n, x in arrays.items())
+            raise ValueError(f"cudakit.{op}: arrays must be on one device, got {listed}")
     return dtype, device_id
 
 

@@ -11,6 +11,7 @@ import operator
 import threading
 from pathlib import Path
 
+import cupy
 import numpy as np
 
 # Architectures every kernel must compile for, warning-free (checked in CI through NVRTC, no GPU needed).
@@ -39,8 +40,6 @@ def options() -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def _module(family: str, expressions: tuple[str, ...], device_id: int):
-    import cupy
-
     with cupy.cuda.Device(device_id):
         mod = cupy.RawModule(code=source(family), options=options(), name_expressions=expressions)
         mod.compile()
@@ -58,13 +57,11 @@ def kernel(family: str, expression: str, expressions: tuple[str, ...]):
     `expressions` is every instantiation built with it into one module (a family passes all of a dtype's),
     so one compile serves every variant of that dtype on the current device. Cached: a hot call costs a lookup.
     """
-    import cupy
-
     return _kernel(family, expression, expressions, cupy.cuda.runtime.getDevice())
 
 
 class _Launch:
-    """What one launch needs of a compiled kernel, fetched once: its CUfunction and its dynamic shared-memory cap."""
+    """What launches of one compiled kernel need, fetched once: its CUfunction and its dynamic shared-memory cap."""
 
     __slots__ = ("function", "shared_cap")
 
@@ -77,27 +74,29 @@ _launches: dict = {}
 _per_thread = threading.local()
 
 
-def _parameter_slots():
-    """This thread's kernel-parameter block: one 8-byte slot per argument and the array of the slots' addresses.
+def _parameter_block():
+    """This thread's kernel-parameter block: (one 8-byte slot per argument, the address of the array of the
+    slots' addresses, that array).
 
-    cuLaunchKernel reads each parameter's size (4 or 8 bytes) from its slot, so on a little-endian host an int64
-    slot serves int and pointer parameters alike. The driver copies the values during the call: reusing the block
-    on the next launch is safe.
+    cuLaunchKernel reads each parameter's size from its slot, so on a little-endian host an int64 slot serves
+    int, pointer and float parameters alike. The driver copies the values during the call, so the next launch may
+    reuse the block.
     """
-    slots = getattr(_per_thread, "slots", None)
-    if slots is None:
+    try:
+        return _per_thread.block
+    except AttributeError:
         values = (ctypes.c_int64 * MAX_PARAMETERS)()
         base = ctypes.addressof(values)
         addresses = (ctypes.c_void_p * MAX_PARAMETERS)(*(base + 8 * i for i in range(MAX_PARAMETERS)))
-        slots = _per_thread.slots = (values, ctypes.addressof(addresses), addresses)
-    return slots
+        _per_thread.block = (values, ctypes.addressof(addresses), addresses)
+        return _per_thread.block
 
 
-def parameter_value(arg, ndarray) -> int:
-    """A kernel argument as the bits of its 8-byte slot: a CuPy array (`ndarray`) is its device pointer, an integer
-    (also a raw device address) itself, a NumPy float its IEEE bits (np.float32 for a float parameter). A Python
-    float is refused: it does not say whether the parameter is a float or a double."""
-    if isinstance(arg, ndarray):
+def parameter_value(arg) -> int:
+    """A kernel argument as the bits of its 8-byte slot: a CuPy array is its device pointer, an integer (also a raw
+    device address) itself, a NumPy float its IEEE bits (np.float32 for a float parameter). A Python float is
+    refused: it does not say whether the parameter is a float or a double."""
+    if isinstance(arg, cupy.ndarray):
         return arg.data.ptr
     try:
         return operator.index(arg)
@@ -110,25 +109,27 @@ def parameter_value(arg, ndarray) -> int:
 
 def launch(fn, grid, block, args, shared_mem: int = 0) -> None:
     """Launch `fn` (from kernel()) on CuPy's current stream through cuLaunchKernel, raising its dynamic
-    shared-memory cap first when `shared_mem` needs it.
+    shared-memory cap first when `shared_mem` needs it. `args`: CuPy arrays, integers, NumPy floats.
 
-    The same launch as RawKernel.__call__ without its per-argument wrapper objects, which cost more host time than
-    a small op's GPU work.
+    The same launch as RawKernel.__call__ without its per-argument wrapper objects: a small op costs more host
+    time than GPU time, and this is most of it.
     """
-    import cupy
-
     state = _launches.get(fn)
     if state is None:
         state = _launches[fn] = _Launch(fn)
     if shared_mem > state.shared_cap:
         fn.max_dynamic_shared_size_bytes = shared_mem
         state.shared_cap = shared_mem
-    if len(args) > MAX_PARAMETERS:
-        raise ValueError(f"cudakit: a launch takes at most {MAX_PARAMETERS} arguments, got {len(args)}")
-    values, addresses, _ = _parameter_slots()
+    values, addresses, _ = _parameter_block()
     ndarray = cupy.ndarray
-    values[:len(args)] = [parameter_value(a, ndarray) for a in args]
-    gx, gy, gz = (*grid, 1, 1)[:3]
-    bx, by, bz = (*block, 1, 1)[:3]
-    cupy.cuda.driver.launchKernel(state.function, gx, gy, gz, bx, by, bz, shared_mem,
-                                  cupy.cuda.get_current_stream().ptr, addresses, 0)
+    try:  # the common case: arrays and integers only
+        values[:len(args)] = [a.data.ptr if type(a) is ndarray else a for a in args]
+    except (TypeError, ValueError):
+        if len(args) > MAX_PARAMETERS:
+            raise ValueError(f"cudakit: a launch takes at most {MAX_PARAMETERS} arguments, got {len(args)}") from None
+        values[:len(args)] = [parameter_value(a) for a in args]
+    g, b = len(grid), len(block)
+    cupy.cuda.driver.launchKernel(
+        state.function, grid[0], grid[1] if g > 1 else 1, grid[2] if g > 2 else 1,
+        block[0], block[1] if b > 1 else 1, block[2] if b > 2 else 1,
+        shared_mem, cupy.cuda.get_current_stream().ptr, addresses, 0)

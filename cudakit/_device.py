@@ -11,16 +11,18 @@ def sm_count(device_id: int) -> int:
     return cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
 
 
-_buffers: dict = {}
+class _Workspace:
+    __slots__ = ("scratch", "counters", "scratch_ptr", "counters_ptr")
+
+    def __init__(self, scratch_bytes: int, counter_bytes: int):
+        import cupy
+
+        self.scratch = cupy.zeros(max(scratch_bytes, 1 << 16), dtype=cupy.uint8)
+        self.counters = cupy.zeros(max(counter_bytes, 1 << 12), dtype=cupy.uint8)
+        self.scratch_ptr, self.counters_ptr = self.scratch.data.ptr, self.counters.data.ptr
 
 
-def _grown(key, nbytes: int):
-    import cupy
-
-    buf = _buffers.get(key)
-    if buf is None or buf.nbytes < nbytes:
-        buf = _buffers[key] = cupy.zeros(max(nbytes, 1 << 16), dtype=cupy.uint8)
-    return buf.data.ptr
+_workspaces: dict = {}
 
 
 def workspace(scratch_bytes: int, counters: int = 0) -> tuple[int, int]:
@@ -36,5 +38,9 @@ def workspace(scratch_bytes: int, counters: int = 0) -> tuple[int, int]:
     """
     import cupy
 
-    stream = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
-    return _grown(("scratch", stream), scratch_bytes), _grown(("counters", stream), 4 * counters)
+    key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
+    ws = _workspaces.get(key)
+    if ws is None or ws.scratch.nbytes < scratch_bytes or ws.counters.nbytes < 4 * counters:
+        keep = (0, 0) if ws is None else (ws.scratch.nbytes, ws.counters.nbytes)
+        ws = _workspaces[key] = _Workspace(max(scratch_bytes, keep[0]), max(4 * counters, keep[1]))
+    return ws.scratch_ptr, ws.counters_ptr
