@@ -195,11 +195,35 @@ def tiles(device_id: int, dtype) -> tuple[Tile, Tile]:
 
 # ---- the search ---------------------------------------------------------------------------------------------
 
-# Representative shapes (m, n, k): large ones fill the GPU many times over (inputs beyond L2), small ones don't.
+# Representative shapes (m, n, k), the issue's goal shapes among them: small grids that leave SMs idle, large ones
+# that fill the GPU many times over (inputs beyond L2), aligned and odd.
 TUNE_SHAPES = {
-    F32: {"large": [(4096, 4096, 4096), (4097, 4095, 4099)], "small": [(512, 512, 512), (1024, 1024, 1024)]},
-    F64: {"large": [(4096, 4096, 4096), (2049, 2047, 2051)], "small": [(512, 512, 512), (1024, 1024, 1024)]},
+    F32: [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (4097, 4095, 4099),
+          (65536, 1024, 1024)],
+    F64: [(512, 512, 512), (1024, 1024, 1024), (2049, 2047, 2051), (4096, 4096, 4096)],
 }
+
+
+def choose(large: Tile, small: Tile, m: int, n: int, sms: int) -> Tile:
+    """The fast variant's rule: the large tile when its grid covers every SM at least once, else the small one."""
+    return large if -(-m // large.bm) * -(-n // large.bn) >= sms else small
+
+
+def best_pair(rates: dict, sms: int) -> tuple[Tile, Tile]:
+    """The (large, small) pair whose choices, shape by shape, give the best geometric mean rate.
+
+    `rates` maps each tile that ran every shape correctly to {(m, n, k): TFLOP/s}. Scoring the pair as `choose`
+    will use it keeps a large tile whose grid is too short for a shape from costing that shape the small tile's
+    rate unseen. Ties go to the earlier candidate (the defaults come first).
+    """
+    best, best_score = None, -math.inf
+    for large in rates:
+        for small in rates:
+            picked = [rates[choose(large, small, m, n, sms)][(m, n, k)] for m, n, k in rates[large]]
+            score = sum(math.log(r) for r in picked) / len(picked)
+            if score > best_score:
+                best, best_score = (large, small), score
+    return best
 
 
 def time_ms(fn, reps: int = 10, rounds: int = 5) -> float:
@@ -246,6 +270,31 @@ def _say(console, text: str) -> None:
         print(text, flush=True)
 
 
+def _measure(matmul, tile: Tile, dtype, console) -> dict:
+    """{(m, n, k): TFLOP/s} of `tile` on every tune shape, each result checked first; {} when one fails."""
+    import cupy
+
+    from . import _check
+
+    rates = {}
+    for m, n, k in TUNE_SHAPES[dtype]:
+        a = cupy.random.uniform(-1, 1, (m, k)).astype(dtype)
+        b = cupy.random.uniform(-1, 1, (k, n)).astype(dtype)
+        out = cupy.empty((m, n), dtype)
+        try:
+            matmul.run_fast_tile(tile, a, b, out)
+        except Exception as exc:  # e.g. a compile failure on this toolkit: not a candidate here
+            _say(console, f"  {dtype.name} {tile.name}: skipped ({type(exc).__name__}: {exc})")
+            return {}
+        err = _check.product_error(out, a, b)
+        if not err <= _check.tolerance(dtype, k):
+            _say(console, f"  {dtype.name} {tile.name}: WRONG at {m}x{n}x{k} (relative error {err:.2e}), skipped")
+            return {}
+        ms = time_ms(lambda: matmul.run_fast_tile(tile, a, b, out))
+        rates[(m, n, k)] = 2.0 * m * n * k / (ms * 1e-3) / 1e12
+    return rates
+
+
 def tune(console=None) -> dict:
     """Search the tile space on the current device; store and return {dtype name: {"large": name, "small": name}}.
 
@@ -255,45 +304,26 @@ def tune(console=None) -> dict:
 
     import cupy
 
-    from . import _check
+    from ._device import sm_count
 
     matmul = importlib.import_module(__package__ + ".matmul")  # the module (the package's `matmul` is the function)
     device_id = cupy.cuda.runtime.getDevice()
     cc, key = compute_capability(device_id), device_key(device_id)
     _say(console, f"tuning cudakit.matmul on {key}; cache: {cache_path()}")
+    sms = sm_count(device_id)
     result = {}
     for dtype in (F32, F64):
-        scores: dict[str, dict[str, float]] = {"large": {}, "small": {}}
+        rates = {}
         for tile in candidates(dtype, cc):
-            for slot, shapes in TUNE_SHAPES[dtype].items():
-                rates = []
-                for m, n, k in shapes:
-                    a = cupy.random.uniform(-1, 1, (m, k)).astype(dtype)
-                    b = cupy.random.uniform(-1, 1, (k, n)).astype(dtype)
-                    out = cupy.empty((m, n), dtype)
-                    try:
-                        matmul.run_fast_tile(tile, a, b, out)
-                    except Exception as exc:  # e.g. a compile failure on this toolkit: not a candidate here
-                        _say(console, f"  {dtype.name} {tile.name}: skipped ({type(exc).__name__}: {exc})")
-                        rates = []
-                        break
-                    err = _check.product_error(out, a, b)
-                    if not err <= _check.tolerance(dtype, k):
-                        _say(console, f"  {dtype.name} {tile.name}: WRONG at {m}x{n}x{k} (relative error {err:.2e}), skipped")
-                        rates = []
-                        break
-                    ms = time_ms(lambda: matmul.run_fast_tile(tile, a, b, out))
-                    rates.append(2.0 * m * n * k / (ms * 1e-3) / 1e12)
-                    del a, b, out
-                if rates:
-                    score = math.exp(sum(math.log(r) for r in rates) / len(rates))
-                    scores[slot][tile.name] = score
-                    _say(console, f"  {dtype.name} {slot:5} {tile.name:40} {score:7.2f} TFLOP/s "
-                                  f"({', '.join(f'{r:.2f}' for r in rates)})")
+            measured = _measure(matmul, tile, dtype, console)
+            if measured:
+                rates[tile] = measured
+                _say(console, f"  {dtype.name} {tile.name:40} " + ", ".join(f"{r:.2f}" for r in measured.values())
+                     + " TFLOP/s")
         config = default_config(dtype, cc)
-        for slot in ("large", "small"):
-            if scores[slot]:
-                config[slot] = max(scores[slot], key=scores[slot].get)
+        if rates:
+            large, small = best_pair(rates, sms)
+            config = {"large": large.name, "small": small.name}
         store(key, dtype, config)
         result[dtype.name] = config
         _say(console, f"  {dtype.name}: large = {config['large']}, small = {config['small']}")

@@ -110,9 +110,7 @@ def run_tile(tile: Tile, A, B, out) -> None:
 def pick_tile(device_id: int, dtype, m: int, n: int) -> Tile:
     """The fast variant's tile: the large one when its grid covers every SM at least once, else the small one."""
     large, small = _tune.tiles(device_id, dtype)
-    if -(-m // large.bm) * -(-n // large.bn) >= sm_count(device_id):
-        return large
-    return small
+    return _tune.choose(large, small, m, n, sm_count(device_id))
 
 
 def _fixed(tiles: dict):

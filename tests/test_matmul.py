@@ -224,8 +224,7 @@ def test_tune_searches_checks_and_caches(monkeypatch, tmp_path):
 
     cache = tmp_path / "tune.json"
     monkeypatch.setenv(_tune.CACHE_ENV, str(cache))
-    monkeypatch.setattr(_tune, "TUNE_SHAPES", {dt: {"large": [(256, 256, 128)], "small": [(64, 64, 32)]}
-                                              for dt in (_tune.F32, _tune.F64)})
+    monkeypatch.setattr(_tune, "TUNE_SHAPES", {dt: [(256, 256, 128), (64, 64, 32)] for dt in (_tune.F32, _tune.F64)})
     monkeypatch.setattr(_tune, "time_ms", lambda fn, reps=10, rounds=5: (fn(), 1.0)[1])
     device = cupy.cuda.runtime.getDevice()
     bad = _tune.candidates(np.float32, _tune.compute_capability(device))[0]
@@ -339,3 +338,19 @@ def test_every_tile_is_compiled_by_the_compile_check():
     for tiles in (mm.BLOCKTILE_2D, mm.WARP_TILED, mm.DOUBLE_BUFFERED):
         for dtype, tile in tiles.items():
             assert set(mm.tile_instantiations(tile, dtype)) <= groups
+
+
+def test_tune_scores_the_pair_as_pick_tile_will_run_it():
+    """Session 2's H100 tune picked 128x256 as the large tile on 4096^3 alone; at 2048^3 its 128 blocks leave SMs
+    idle, so the small tile ran there at a third of the speed. Scored pair by pair, the 128x128 tile wins."""
+    f32 = _tune.CANDIDATES[_tune.F32]
+    t128, t256, small = f32[0], f32[2], f32[6]
+    shapes = [(512, 512, 512), (2048, 2048, 2048), (4096, 4096, 4096)]
+    rates = {t128: dict(zip(shapes, (14.0, 42.9, 44.2))),
+             t256: dict(zip(shapes, (9.0, 44.0, 45.0))),
+             small: dict(zip(shapes, (16.5, 28.0, 30.0)))}
+    assert _tune.choose(t256, small, 2048, 2048, 132) is small  # 16 x 8 blocks < 132 SMs
+    assert _tune.choose(t128, small, 2048, 2048, 132) is t128
+    assert _tune.best_pair(rates, 132) == (t128, small)
+    rates[t256][(2048, 2048, 2048)] = rates[small][(2048, 2048, 2048)] = 60.0  # now 2048^3 costs it nothing
+    assert _tune.best_pair(rates, 132) == (t256, small)
