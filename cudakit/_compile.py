@@ -60,6 +60,36 @@ def kernel(family: str, expression: str, expressions: tuple[str, ...]):
     return _kernel(family, expression, expressions, cupy.cuda.runtime.getDevice())
 
 
+def compile_offline(family: str, expressions, arch: str, extra_options=()) -> tuple[bool, str, dict]:
+    """Compile `family` to a cubin for `arch` with NVRTC and no GPU (needs cuda-bindings: the test extra).
+
+    Returns (succeeded, compiler log, {expression: mangled name}): what CI checks for warnings and what
+    tools/resources.py reads ptxas's register report from.
+    """
+    from cuda.bindings import nvrtc
+
+    def ok(result):
+        assert result[0] == nvrtc.nvrtcResult.NVRTC_SUCCESS, result[0]
+        return result[1] if len(result) == 2 else None
+
+    prog = ok(nvrtc.nvrtcCreateProgram(source(family).encode(), f"{family}.cu".encode(), 0, [], []))
+    try:
+        for expr in expressions:
+            ok(nvrtc.nvrtcAddNameExpression(prog, expr.encode()))
+        opts = [o.encode() for o in options() + tuple(extra_options) + (f"--gpu-architecture={arch}",)]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        log = b" " * ok(nvrtc.nvrtcGetProgramLogSize(prog))
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        log = log.rstrip(b"\x00 ").decode()
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            return False, log, {}
+        lowered = {expr: ok(nvrtc.nvrtcGetLoweredName(prog, expr.encode())).decode() for expr in expressions}
+        assert ok(nvrtc.nvrtcGetCUBINSize(prog)) > 0
+        return True, log, lowered
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
 class _Launch:
     """What launches of one compiled kernel need, fetched once: its CUfunction and its dynamic shared-memory cap."""
 

@@ -11,33 +11,13 @@ FAMILIES = ("matvec", "matmul", "transpose", "dot", "ceilings")
 MODULES = {"ceilings": "cudakit._ceilings"}  # the bench's ceiling kernels are not an op: a private module
 
 
-def _check(result):
-    err = result[0]
-    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
-    return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
-
-
 def compile_for(family: str, expressions, arch: str) -> str:
-    src = _compile.source(family).encode()
-    prog = _check(nvrtc.nvrtcCreateProgram(src, f"{family}.cu".encode(), 0, [], []))
-    try:
-        for expr in expressions:
-            _check(nvrtc.nvrtcAddNameExpression(prog, expr.encode()))
-        opts = [o.encode() for o in _compile.options()] + [f"--gpu-architecture={arch}".encode()]
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        size = _check(nvrtc.nvrtcGetProgramLogSize(prog))
-        log = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        log = log.rstrip(b"\x00 ").decode()
-        # NVRTC 12 prints this notice for sm_70 whatever the source; it is about the target, not our code.
-        log = "".join(l for l in log.splitlines(True) if "Architectures prior to" not in l).strip()
-        assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, f"{family} for {arch} failed:\n{log}"
-        for expr in expressions:
-            _check(nvrtc.nvrtcGetLoweredName(prog, expr.encode()))
-        assert _check(nvrtc.nvrtcGetCUBINSize(prog)) > 0
-        return log
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    succeeded, log, lowered = _compile.compile_offline(family, expressions, arch)
+    # NVRTC 12 prints this notice for sm_70 whatever the source; it is about the target, not our code.
+    log = "".join(l for l in log.splitlines(True) if "Architectures prior to" not in l).strip()
+    assert succeeded, f"{family} for {arch} failed:\n{log}"
+    assert set(lowered) == set(expressions)
+    return log
 
 
 @pytest.mark.parametrize("arch", _compile.SUPPORTED_ARCHS)
