@@ -101,6 +101,16 @@ class _Launch:
 
 
 _launches: dict = {}
+_resident: dict = {}
+
+
+def resident_blocks(fn, threads: int, shared_mem: int = 0) -> int:
+    """How many blocks of `threads` threads of `fn` (from kernel()) an SM holds at once, by the driver's occupancy
+    calculator (registers, shared memory, threads)."""
+    key = (fn, threads, shared_mem)
+    if key not in _resident:
+        _resident[key] = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, shared_mem)
+    return _resident[key]
 _per_thread = threading.local()
 
 

@@ -27,3 +27,18 @@ __device__ __forceinline__ T block_sum(T v, T* scratch /* >= 32 elements of shar
     if (warp == 0) v = warp_sum(v);
     return v;
 }
+
+// True in every thread of the block that is the last of `expected` blocks to call this on `counter`, which it
+// resets to 0 for the next launch. That block then sees what the others wrote before their calls.
+__device__ __forceinline__ bool last_to_arrive(unsigned int* counter, unsigned int expected) {
+    __shared__ bool is_last;
+    __threadfence();  // publish this block's writes before counting it as done
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        is_last = atomicAdd(counter, 1u) == expected - 1;
+        if (is_last) *counter = 0;  // every block has counted: nobody reads it again in this launch
+    }
+    __syncthreads();
+    if (is_last) __threadfence();  // see the other blocks' writes
+    return is_last;
+}

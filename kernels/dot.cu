@@ -43,7 +43,6 @@ __global__ void __launch_bounds__(256) dot_onepass(const T* __restrict__ a, cons
                                                    T* __restrict__ partial, unsigned int* __restrict__ blocks_done,
                                                    T* __restrict__ out) {
     __shared__ T scratch[32];
-    __shared__ bool is_last;
     typedef typename Vec16<T>::type V;
     const int W = VECTOR ? Vec16<T>::n : 1;
     const index_t stride = (index_t)gridDim.x * blockDim.x;
@@ -90,19 +89,10 @@ __global__ void __launch_bounds__(256) dot_onepass(const T* __restrict__ a, cons
     for (int u = 0; u < UNROLL; ++u) v += acc[u];
     v = block_sum(v, scratch);
 
-    if (threadIdx.x == 0) {
-        partial[blockIdx.x] = v;
-        __threadfence();  // publish this block's sum before counting it as done
-        is_last = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();  // see every other block's published sum
+    if (threadIdx.x == 0) partial[blockIdx.x] = v;
+    if (!last_to_arrive(blocks_done, gridDim.x)) return;
     T total = 0;
-    for (int j = threadIdx.x; j < (int)gridDim.x; j += blockDim.x) total += ((volatile T*)partial)[j];
+    for (int j = threadIdx.x; j < (int)gridDim.x; j += blockDim.x) total += __ldcg(partial + j);
     total = block_sum(total, scratch);
-    if (threadIdx.x == 0) {
-        *out = total;
-        *blocks_done = 0;  // ready for the next launch on this stream
-    }
+    if (threadIdx.x == 0) *out = total;
 }

@@ -181,11 +181,10 @@ struct TileOrigin {
 // The C tile of this block (a 1-D grid, so no grid-dimension limit). Consecutive blocks sweep GROUP_M tile-rows
 // column by column, so the blocks resident together share A rows and B columns in L2.
 template <int BM, int BN>
-__device__ __forceinline__ TileOrigin tile_origin(index_t m, index_t n) {
+__device__ __forceinline__ TileOrigin tile_origin(index_t m, index_t n, index_t tile = blockIdx.x) {
     const index_t GROUP_M = 8;
     const index_t tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
     const index_t per_group = GROUP_M * tiles_n;
-    const index_t tile = blockIdx.x;
     const index_t first_m = tile / per_group * GROUP_M;
     const index_t rows = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
     const index_t in_group = tile % per_group;
@@ -316,11 +315,15 @@ __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_st
 // 16-byte sub-blocks LM (LN) lanes apart, so a warp's fragment reads are contiguous: broadcasts, no conflicts.
 // KSPLIT > 1 (sliced k, for grids too small to fill the GPU): KSPLIT groups of threads each own the whole C tile
 // and a 1/KSPLIT share of every slice's depth; their sums meet in shared memory at the end, in a fixed order.
+// Split tail (KSPLIT == 1): the tiles from tail_start on, which would make a last, mostly idle wave, take `splits`
+// blocks each, every one over a share of k in whole slices; each writes its sums to `partials` and the last of a
+// tile's blocks to finish adds them, in share order, into C. splits == 1 (tail_start = the tile count): no tail.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int TM, int TN, bool WARP_TILED, int STAGES,
           int MIN_BLOCKS, int KSPLIT, bool A_KC, bool B_KC, bool VEC>
 __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
     matmul_regtile(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, index_t m, index_t n,
-                   index_t k, index_t lda, index_t ldb, int vec_c) {
+                   index_t k, index_t lda, index_t ldb, int vec_c, index_t tail_start, int splits, T* partials,
+                   unsigned int* counters) {
     typedef typename Vec16<T>::type Vec;
     constexpr int GROUP = BM * BN / (TM * TN);  // threads that cover the C tile once
     constexpr int THREADS = GROUP * KSPLIT;
@@ -338,7 +341,14 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
 
     const int tid = threadIdx.x;
     const int kgroup = KSPLIT == 1 ? 0 : tid / GROUP, gtid = KSPLIT == 1 ? tid : tid % GROUP;
-    const TileOrigin tile = tile_origin<BM, BN>(m, n);
+    index_t tile_index = blockIdx.x, k0 = 0, depth = k;
+    if (KSPLIT == 1 && (index_t)blockIdx.x >= tail_start) {
+        const index_t u = blockIdx.x - tail_start, share = (k + splits * BK - 1) / (splits * BK) * BK;
+        tile_index = tail_start + u / splits;
+        k0 = u % splits * share;
+        depth = k - k0 < share ? k - k0 : share;  // the host keeps every share non-empty
+    }
+    const TileOrigin tile = tile_origin<BM, BN>(m, n, tile_index);
     // This thread's first row and column in the block tile, and the distance between its 16-byte sub-blocks.
     constexpr int RSTEP = WARP_TILED ? LM * V : V, CSTEP = WARP_TILED ? LN * V : V;
     int row0, col0;
@@ -351,8 +361,9 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
         col0 = gtid % (BN / TN) * TN;
     }
 
-    TileLoader<T, BM, BK, LDA, THREADS, A_KC, VEC> la(A, lda, tile.m0, m, tid);
-    TileLoader<T, BN, BK, LDB, THREADS, B_KC, VEC> lb(B, ldb, tile.n0, n, tid);
+    // k0 is a whole number of slices, so a share's first element keeps the operands' 16-byte alignment.
+    TileLoader<T, BM, BK, LDA, THREADS, A_KC, VEC> la(A + (A_KC ? k0 : k0 * lda), lda, tile.m0, m, tid);
+    TileLoader<T, BN, BK, LDB, THREADS, B_KC, VEC> lb(B + (B_KC ? k0 : k0 * ldb), ldb, tile.n0, n, tid);
     // All the epilogue needs, computed up front so that little stays live through the k loop: this thread's
     // first C element and how many rows / columns exist from it on.
     T* const c_out = C + (tile.m0 + row0) * n + tile.n0 + col0;
@@ -365,7 +376,7 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
 
-    k_loop<STAGES, BK>(la, lb, As, BK * LDA, Bs, BK * LDB, k, [&](const T* as, const T* bs) {
+    k_loop<STAGES, BK>(la, lb, As, BK * LDA, Bs, BK * LDB, depth, [&](const T* as, const T* bs) {
         as += kgroup * (BK / KSPLIT) * LDA;  // this group's share of the slice's depth
         bs += kgroup * (BK / KSPLIT) * LDB;
 #pragma unroll
@@ -410,6 +421,32 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
         if (kgroup != 0) return;
     }
 
+    // (Recomputed from the launch parameters rather than kept live through the k loop.)
+    const index_t u = (index_t)blockIdx.x - tail_start;
+    if (KSPLIT == 1 && u >= 0) {  // the thread's sums as GROUP-strided columns, so each store and load is coalesced
+        constexpr index_t PART = (index_t)TM * TN * GROUP;
+        const index_t first = u - u % splits;
+        T* mine = partials + u * PART + gtid;
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) mine[(i * TN + j) * GROUP] = acc[i][j];
+        if (!last_to_arrive(counters + u / splits, splits)) return;
+        const T* share = partials + first * PART + gtid;
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] = __ldcg(share + (i * TN + j) * GROUP);
+#pragma unroll 1
+        for (int p = 1; p < splits; ++p) {  // in share order: the sum does not depend on which block came last
+            share += PART;
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += __ldcg(share + (i * TN + j) * GROUP);
+        }
+    }
+
     // C rows are written a sub-block (16 bytes) at a time where n and C allow it (vec_c), element-wise at the edge.
 #pragma unroll
     for (int s = 0; s < TM / V; ++s) {
@@ -444,7 +481,9 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, int MIN_BLOCKS, bool A_KC, bool B_KC, bool VEC>
 __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, MIN_BLOCKS)
     matmul_dmma(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, index_t m,
-                index_t n, index_t k, index_t lda, index_t ldb, int vec_c) {
+                index_t n, index_t k, index_t lda, index_t ldb, int vec_c,
+                index_t /*tail_start*/, int /*splits*/, double* /*partials*/, unsigned int* /*counters*/) {
+    // The split-tail parameters keep matmul_regtile's launch signature; the host never splits a DMMA grid.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int THREADS = BM / WM * (BN / WN) * 32;
     // Row stride = 4 (mod 16) doubles: a fragment read (4 k rows x 4 columns per half-warp) hits 16 distinct banks.

@@ -87,19 +87,12 @@ const int FAST_THREADS = 256;
 template <typename T>
 __device__ __forceinline__ void finish_tile(const T* partial, index_t m, index_t row0, int nrows,
                                             unsigned int* counter, T* __restrict__ out) {
-    __shared__ bool is_last;
-    __threadfence();  // publish this block's partial sums before counting it as done
-    __syncthreads();
-    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == gridDim.y - 1;
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();  // see every other chunk's published sums
+    if (!last_to_arrive(counter, gridDim.y)) return;
     for (int r = threadIdx.x; r < nrows; r += blockDim.x) {
         T s = 0;
         for (unsigned int c = 0; c < gridDim.y; ++c) s += __ldcg(partial + (index_t)c * m + row0 + r);
         out[row0 + r] = s;
     }
-    if (threadIdx.x == 0) *counter = 0;
 }
 
 // Fast, row-major A: a group of TPR lanes per row (TPR = 32 for long rows, fewer for short ones so no lane idles),

@@ -109,6 +109,30 @@ def test_fast_on_big_matrices(dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_split_tail_is_right_deterministic_and_leaves_its_counters_at_zero(dtype):
+    """A grid a few tiles past whole waves: those tiles' k is split across idle blocks and the last block of each
+    tile adds the shares. Right in every layout, bit-identical when repeated, and reusable back to back."""
+    import cupy
+
+    device = cupy.cuda.runtime.getDevice()
+    for tile in [t for t in _device_tiles(dtype) if t.kind == "simt" and t.ksplit == 1]:
+        slots = mm.resident_tiles(tile, np.dtype(dtype), device)
+        rows, cols = slots // 8 + 1, 8  # 8 * rows tiles: 1 to 8 past a whole wave
+        m, n, k = rows * tile.bm - 3, cols * tile.bn - 5, mm.MAX_SPLITS * mm.MIN_SHARE_SLICES * tile.bk + 7
+        tail_start, splits = mm.split_tail(rows * cols, slots, k, tile.bk)
+        assert splits > 1 and tail_start < rows * cols, (tile.name, slots)
+        for oa, ob in ORDERS + [("offset", "T")]:
+            A, B = operand((m, k), dtype, oa), operand((k, n), dtype, ob)
+            outs = [poisoned((m, n), dtype) for _ in range(3)]
+            for out in outs:  # back to back on one stream: each launch finds its counters at zero
+                mm.run_tile(tile, A, B, out, split=True)
+            assert_close(outs[0], ref64(A, B), dtype, k, f"{tile.name} split {splits} {m}x{k}x{n} {oa}{ob}")
+            for out in outs[1:]:
+                assert bool(cupy.all(out == outs[0])), f"{tile.name} {oa}{ob}: the split sum changed between runs"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", ["C", "F", "offset", "padded", "T"])
 def test_aligned_operand_pads_misaligned_layouts_and_the_padding_is_never_read(dtype, layout):
     import cupy
@@ -230,8 +254,8 @@ def test_tune_searches_checks_and_caches(monkeypatch, tmp_path):
     bad = _tune.candidates(np.float32, _tune.compute_capability(device))[0]
     real_run = mm.run_tile
 
-    def run_tile(tile, A, B, out):
-        real_run(tile, A, B, out)
+    def run_tile(tile, A, B, out, split=False):
+        real_run(tile, A, B, out, split)
         if tile == bad:
             out[0, 0] += 1000.0  # a wrong element: the check must reject this candidate
 
@@ -338,6 +362,20 @@ def test_every_tile_is_compiled_by_the_compile_check():
     for tiles in (mm.BLOCKTILE_2D, mm.WARP_TILED, mm.DOUBLE_BUFFERED):
         for dtype, tile in tiles.items():
             assert set(mm.tile_instantiations(tile, dtype)) <= groups
+
+
+def test_split_tail_splits_only_a_short_last_wave_and_every_share_holds_k():
+    assert mm.split_tail(1089, 264, 4095, 16) == (1056, 8)  # 4097 x 4099 in 128 x 128 tiles on an H100
+    assert mm.split_tail(1024, 264, 4096, 16) == (1024, 1)  # the last wave is 232 / 264 full: nothing to gain
+    assert mm.split_tail(256, 264, 4096, 16) == (256, 1)  # under one wave: the small tile's case
+    assert mm.split_tail(528, 264, 4096, 16) == (528, 1)  # whole waves
+    assert mm.split_tail(265, 264, 100, 16) == (265, 1)  # too little k to share
+    for k in range(1, 3000, 7):
+        tail_start, splits = mm.split_tail(265, 264, k, 16)
+        if splits > 1:
+            share = -(-k // (splits * 16)) * 16
+            assert tail_start == 264 and (splits - 1) * share < k <= splits * share, k
+            assert share >= mm.MIN_SHARE_SLICES * 16, k
 
 
 def test_tune_scores_the_pair_as_pick_tile_will_run_it():

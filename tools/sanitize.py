@@ -3,12 +3,16 @@
 CuPy's memory pool is switched off so each array is its own cudaMalloc and memcheck sees an access one element
 past any array. Usage: compute-sanitizer --tool memcheck python3 tools/sanitize.py
 """
+import importlib
 import sys
 
 import cupy
 import numpy as np
 
 import cudakit
+from cudakit import _tune
+
+matmul = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
 
 cupy.cuda.set_allocator(None)
 rng = np.random.default_rng()
@@ -34,6 +38,13 @@ def main(small: bool) -> int:
             for oa, ob in (("C", "C"), ("F", "F")):
                 cudakit.matmul(rand((1025, 19), dtype, oa), rand((19, 1027), dtype, ob), check=True)
                 runs += 1
+            large, _ = _tune.tiles(0, np.dtype(dtype))
+            if large.kind == "simt" and large.ksplit == 1:  # a grid a few tiles past whole waves: the split tail
+                rows = matmul.resident_tiles(large, np.dtype(dtype), 0) // 8 + 1
+                m, n, k = rows * large.bm - 3, 8 * large.bn - 5, matmul.MAX_SPLITS * matmul.MIN_SHARE_SLICES * large.bk + 7
+                for oa, ob in (("C", "C"), ("F", "F")):
+                    cudakit.matmul(rand((m, k), dtype, oa), rand((k, n), dtype, ob), check=True)
+                    runs += 1
         for v in cudakit.variants("matvec"):
             for m, n in mv:
                 for order in ("C", "F"):
