@@ -552,9 +552,9 @@ class Runner:
         sink32 = cupy.empty(_ceilings.blocks(self.device_id), cupy.uint32)
         out = {}
 
-        def record(key, what, unit, stats, amount, samples):
-            scale = 1e9 if unit == "GB/s" else 1e12
-            out[key] = {"what": what, "unit": unit, "value": amount / stats.median / scale,
+        def record(key, what, unit, stats, amount, samples):  # a rate of `amount` per second, or a time in µs
+            value = stats.median * 1e6 if unit == "µs" else amount / stats.median / (1e9 if unit == "GB/s" else 1e12)
+            out[key] = {"what": what, "unit": unit, "value": value,
                         "median_s": stats.median, "p10_s": stats.p10, "p90_s": stats.p90, "n": stats.n,
                         "spread": stats.spread, "samples_s": samples}
             self._step(f"ceiling: {what}")
@@ -571,6 +571,9 @@ class Runner:
             st, smp = measure(lambda k: _ceilings.fma_throughput(dtype, iters, sink), self.budget, hold=self.hold)
             record(key, f"{np.dtype(dtype).name} FMA chains ({_ceilings.FMA_CHAINS} per thread)", "TFLOP/s",
                    st, flops, smp)
+        st, smp = measure(lambda k: _ceilings.empty_launch(), self.budget, per_call=True)
+        record("launch", "an empty kernel per call, back to back (host-bound: the floor of a per-call time)", "µs",
+               st, None, smp)
         return out
 
     # ---- one row
@@ -785,8 +788,9 @@ def family_table(results: dict, op: str):
         last = r["case"]
     foot = []
     if per_call:
+        floor = f"; an empty launch takes {ce['launch']['value']:.1f} µs" if "launch" in ce else ""
         foot.append(f"* per call: median over samples of {results['config']['batch']} back-to-back calls "
-                    "(inputs L2-resident, host overhead included)")
+                    f"(inputs L2-resident, host overhead included{floor})")
     if op in ("matvec", "dot") and "read" in ce:
         foot.append(f"% of read: of the streaming-read ceiling, {ce['read']['value']:.0f} GB/s measured in this run")
     if op == "transpose":

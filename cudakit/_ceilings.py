@@ -21,7 +21,7 @@ _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 def instantiations() -> tuple[str, ...]:
     return (f"stream_read<{READ_UNROLL}>",) + tuple(f"fma_throughput<{t}, {FMA_CHAINS}>" for t in _CTYPE.values()) + (
-        "hold_stream",
+        "hold_stream", "launch_floor",
     )
 
 
@@ -78,3 +78,8 @@ def hold_stream(seconds: float, device_id: int) -> None:
     """Keep the current stream busy for about `seconds` (counted in cycles of the reported SM clock)."""
     fn = kernel(FAMILY, "hold_stream", instantiations())
     launch(fn, (1,), (1,), (np.int64(seconds * _sm_clock_hz(device_id)),))
+
+
+def empty_launch() -> None:
+    """One launch of a kernel that does nothing, through the same launch() every op uses."""
+    launch(kernel(FAMILY, "launch_floor", instantiations()), (1,), (32,), ())

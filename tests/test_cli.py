@@ -174,7 +174,8 @@ def synthetic_results() -> dict:
     ]
     return {"device": {"name": "synthetic GPU"}, "config": {"batch": 64},
             "ceilings": {"read": ceiling("GB/s", 3000.0, 1e-3), "copy": ceiling("GB/s", 2800.0, 1e-3),
-                         "fp32": ceiling("TFLOP/s", 60.0, 1e-3), "fp64": ceiling("TFLOP/s", 30.0, 1e-3)},
+                         "fp32": ceiling("TFLOP/s", 60.0, 1e-3), "fp64": ceiling("TFLOP/s", 30.0, 1e-3),
+                         "launch": dict(ceiling("µs", 4.2, 4.2e-6), what="an empty kernel per call")},
             "rows": rows}
 
 
@@ -215,7 +216,8 @@ def test_tables_show_every_row_and_its_notes():
     assert "skipped: ~3 s per call" in text["matmul"] and "[boom]" in text["matmul"]
     assert "40.0 " in text["matmul"] and "67%" in text["matmul"] and "2 runs (slow)" in text["matmul"]
     assert "sampled rows" in text["matmul"] and "1.0e-07†" in text["matmul"]
-    assert "60.0" in rendered(_bench.ceilings_table(res))
+    assert "60.0" in rendered(_bench.ceilings_table(res)) and "4.2 µs" in rendered(_bench.ceilings_table(res))
+    assert "empty launch takes 4.2 µs" in text["dot"].replace("\n", " ").replace("  ", " ")
 
 
 def test_load_redraws_saved_results_without_a_gpu(tmp_path):
@@ -277,7 +279,7 @@ def test_quick_dot_bench_on_the_gpu(tmp_path):
     res = run_cli("bench.py", "--quick", "--ops", "dot", "--json", str(out), timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     data = json.loads(out.read_text())
-    for key in ("read", "copy", "fp32", "fp64"):
+    for key in ("read", "copy", "fp32", "fp64", "launch"):
         assert data["ceilings"][key]["value"] > 0
     names = {v.name for v in cudakit.variants("dot", diagnostics=True)} | {"cupy.dot(a, b) (cuBLAS)"}
     cases = {c.label for c in _bench.default_cases("dot", True)}
