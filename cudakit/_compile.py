@@ -102,6 +102,7 @@ class _Launch:
 
 _launches: dict = {}
 _resident: dict = {}
+_per_thread = threading.local()
 
 
 def resident_blocks(fn, threads: int, shared_mem: int = 0) -> int:
@@ -111,7 +112,6 @@ def resident_blocks(fn, threads: int, shared_mem: int = 0) -> int:
     if key not in _resident:
         _resident[key] = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, shared_mem)
     return _resident[key]
-_per_thread = threading.local()
 
 
 def _parameter_block():

@@ -12,13 +12,16 @@ def sm_count(device_id: int) -> int:
 
 
 class _Workspace:
-    __slots__ = ("scratch", "counters", "scratch_ptr", "counters_ptr")
+    """The two buffers of one (device, stream), with their sizes and addresses as plain ints for the hot path."""
+
+    __slots__ = ("scratch", "counters", "scratch_bytes", "counter_bytes", "scratch_ptr", "counters_ptr")
 
     def __init__(self, scratch_bytes: int, counter_bytes: int):
         import cupy
 
         self.scratch = cupy.zeros(max(scratch_bytes, 1 << 16), dtype=cupy.uint8)
         self.counters = cupy.zeros(max(counter_bytes, 1 << 12), dtype=cupy.uint8)
+        self.scratch_bytes, self.counter_bytes = self.scratch.nbytes, self.counters.nbytes
         self.scratch_ptr, self.counters_ptr = self.scratch.data.ptr, self.counters.data.ptr
 
 
@@ -40,7 +43,7 @@ def workspace(scratch_bytes: int, counters: int = 0) -> tuple[int, int]:
 
     key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
     ws = _workspaces.get(key)
-    if ws is None or ws.scratch.nbytes < scratch_bytes or ws.counters.nbytes < 4 * counters:
-        keep = (0, 0) if ws is None else (ws.scratch.nbytes, ws.counters.nbytes)
+    if ws is None or ws.scratch_bytes < scratch_bytes or ws.counter_bytes < 4 * counters:
+        keep = (0, 0) if ws is None else (ws.scratch_bytes, ws.counter_bytes)
         ws = _workspaces[key] = _Workspace(max(scratch_bytes, keep[0]), max(4 * counters, keep[1]))
     return ws.scratch_ptr, ws.counters_ptr
