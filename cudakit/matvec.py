@@ -8,7 +8,7 @@ import cupy
 import numpy as np
 
 from . import _args, _check
-from ._compile import kernel, launch
+from ._compile import kernel, launch, resident_blocks
 from ._device import sm_count, workspace
 from ._variants import Variant, lookup, register
 
@@ -85,11 +85,8 @@ def _pow2_ceil(v: int) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _resident_blocks(name: str, dtype, device_id: int) -> int:
-    """How many FAST_THREADS-thread blocks of kernel `name` fit on the device at once (registers or threads bound)."""
-    regs = -(-max(_kernel(name, dtype).num_regs, 1) // 8) * 8  # registers are handed out per warp, 8 per thread
-    threads = cupy.cuda.Device(device_id).attributes["MaxThreadsPerMultiProcessor"]
-    per_sm = max(1, min(threads // FAST_THREADS, 65536 // (regs * FAST_THREADS)))
-    return per_sm * sm_count(device_id)
+    """How many FAST_THREADS-thread blocks of kernel `name` fit on the device at once."""
+    return max(1, resident_blocks(_kernel(name, dtype), FAST_THREADS)) * sm_count(device_id)
 
 
 @dataclass(frozen=True)
