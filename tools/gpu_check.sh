@@ -1,19 +1,60 @@
 #!/usr/bin/env bash
-# The GPU evidence in at most two device calls (each under 600 s), logs in $OUT:
-#   bash tools/gpu_check.sh pytest     the whole test suite (about 8 minutes on an H100)
-#   bash tools/gpu_check.sh sanitize   compute-sanitizer memcheck, racecheck, synccheck over tools/sanitize.py (about 3)
-#   bash tools/gpu_check.sh            both, where the time limit allows
+# The GPU evidence in one device call (under 600 s on an H100), logs in $OUT (at most 8 files come back):
+#   bash tools/gpu_check.sh            the bench on a quiet GPU, then the test suite and compute-sanitizer side by side
+#   bash tools/gpu_check.sh pytest     the whole test suite in one process (about 8 minutes)
+#   bash tools/gpu_check.sh sanitize   memcheck, racecheck, synccheck over tools/sanitize.py (about 3 minutes)
+#   bash tools/gpu_check.sh bench      python bench.py --json and python -m cudakit info (about 2 minutes)
+# The side-by-side run shards the suite one process per test file (the time is mostly NVRTC and NumPy references on
+# the host, not the GPU); every shard's summary line is kept in pytest.log, with a total at the end.
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 part=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee $OUT/device.txt
-if [ $part = all ] || [ $part = pytest ]; then
-  python3 -m pytest -q -p no:cacheprovider 2>&1 | tee $OUT/pytest.log | tail -25
-fi
-if [ $part = all ] || [ $part = sanitize ]; then
+
+bench() {
+  COLUMNS=240 python3 bench.py --json $OUT/bench.json > $OUT/bench.txt 2>&1
+  echo "bench: exit $? :: $(tail -3 $OUT/bench.txt | tr '\n' ' ')"
+  COLUMNS=240 python3 -m cudakit info > $OUT/info.txt 2>&1
+}
+
+sanitize() {
+  : > $OUT/sanitize.log
   for tool in memcheck racecheck synccheck; do
     args=""; [ $tool != memcheck ] && args="--small"
-    compute-sanitizer --tool $tool --error-exitcode 99 python3 tools/sanitize.py $args > $OUT/sanitize_$tool.log 2>&1
-    echo "compute-sanitizer $tool: exit $? :: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize:' $OUT/sanitize_$tool.log | tr '\n' ' ')"
+    compute-sanitizer --tool $tool --error-exitcode 99 python3 tools/sanitize.py $args > /tmp/sanitize_$tool.log 2>&1
+    echo "compute-sanitizer $tool: exit $? :: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize:' /tmp/sanitize_$tool.log | tr '\n' ' ')" | tee -a $OUT/sanitize.log
+    tail -40 /tmp/sanitize_$tool.log >> $OUT/sanitize.log
   done
-fi
+}
+
+pytest_shards() {
+  local pids=() f
+  for f in tests/test_*.py; do
+    python3 -m pytest -q -p no:cacheprovider -rs "$f" > /tmp/pytest_$(basename $f .py).log 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  : > $OUT/pytest.log
+  for f in /tmp/pytest_test_*.log; do echo "==== $(basename $f .log)" >> $OUT/pytest.log; cat $f >> $OUT/pytest.log; done
+  grep -hE "^[0-9]+ (passed|failed)|^(FAILED|ERROR) |[0-9]+ (failed|error)" /tmp/pytest_test_*.log | tee -a $OUT/pytest.log
+  python3 - <<'EOF' | tee -a $OUT/pytest.log
+import glob, re
+total = {}
+for path in glob.glob("/tmp/pytest_test_*.log"):
+    lines = [l for l in open(path) if re.search(r"\d+ (passed|failed|skipped|error)", l)]
+    for n, what in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", lines[-1] if lines else ""):
+        total[what] = total.get(what, 0) + int(n)
+print("all shards:", ", ".join(f"{n} {w}" for w, n in sorted(total.items())))
+EOF
+}
+
+case $part in
+  pytest) python3 -m pytest -q -p no:cacheprovider 2>&1 | tee $OUT/pytest.log | tail -25 ;;
+  sanitize) sanitize ;;
+  bench) bench ;;
+  all)
+    bench
+    sanitize & pytest_shards
+    wait
+    ;;
+esac
