@@ -110,8 +110,23 @@ def resident_blocks(fn, threads: int, shared_mem: int = 0) -> int:
     calculator (registers, shared memory, threads)."""
     key = (fn, threads, shared_mem)
     if key not in _resident:
-        _resident[key] = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, shared_mem)
+        state = _launch_state(fn, shared_mem)  # the calculator counts only dynamic shared memory the kernel may take
+        _resident[key] = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(state.function, threads,
+                                                                                     shared_mem)
     return _resident[key]
+
+
+def _launch_state(fn, shared_mem: int) -> _Launch:
+    """fn's launch state, its dynamic shared-memory cap raised to `shared_mem` where that is more. Past the default
+    48 KiB the kernel also asks for the largest shared-memory carveout, so that blocks fit side by side."""
+    state = _launches.get(fn)
+    if state is None:
+        state = _launches[fn] = _Launch(fn)
+    if shared_mem > state.shared_cap:
+        fn.max_dynamic_shared_size_bytes = shared_mem
+        fn.preferred_shared_memory_carveout = 100
+        state.shared_cap = shared_mem
+    return state
 
 
 def _parameter_block():
@@ -155,11 +170,8 @@ def launch(fn, grid, block, args, shared_mem: int = 0) -> None:
     time than GPU time, and this is most of it.
     """
     state = _launches.get(fn)
-    if state is None:
-        state = _launches[fn] = _Launch(fn)
-    if shared_mem > state.shared_cap:
-        fn.max_dynamic_shared_size_bytes = shared_mem
-        state.shared_cap = shared_mem
+    if state is None or shared_mem > state.shared_cap:
+        state = _launch_state(fn, shared_mem)
     values, addresses, _ = _parameter_block()
     ndarray = cupy.ndarray
     try:  # the common case: arrays and integers only

@@ -54,6 +54,13 @@ class Tile:
             return self.bm * self.bn // (self.tm * self.tn) * self.ksplit
         return (self.bm // self.wm) * (self.bn // self.wn) * 32
 
+    def shared_bytes(self, dtype) -> int:
+        """Dynamic shared memory a block takes: STAGES slices of A (BK x BM) and B (BK x BN), each row padded by
+        one 16-byte vector (simt) or 4 doubles (dmma), as the kernels lay them out."""
+        itemsize = np.dtype(dtype).itemsize
+        pad = 4 if self.kind == "dmma" else 16 // itemsize
+        return self.stages * self.bk * (self.bm + self.bn + 2 * pad) * itemsize
+
     def supports(self, dtype, cc: int) -> bool:
         """dmma is FP64 on sm_80 and later; simt runs everywhere."""
         return self.kind == "simt" or (np.dtype(dtype) == F64 and cc >= 80)

@@ -116,7 +116,7 @@ def resident_tiles(tile: Tile, dtype, device_id: int) -> int:
     """Blocks of `tile` the GPU holds at once: SMs x blocks per SM (the driver's occupancy calculator, run on the
     C-order instantiation; the layouts' instantiations differ in little but their loads)."""
     fn = kernel(FAMILY, tile.expression(dtype, True, False, True), tile_instantiations(tile, dtype))
-    return sm_count(device_id) * resident_blocks(fn, tile.threads)
+    return sm_count(device_id) * resident_blocks(fn, tile.threads, tile.shared_bytes(dtype))
 
 
 def run_tile(tile: Tile, A, B, out, split: bool = False) -> None:
@@ -140,7 +140,7 @@ def run_tile(tile: Tile, A, B, out, split: bool = False) -> None:
     blocks = tail_start + (tiles - tail_start) * splits
     launch(fn, (blocks,), (tile.threads,), (a, b, out, np.int64(m), np.int64(n), np.int64(k), np.int64(lda),
                                             np.int64(ldb), np.int32(vec_c), np.int64(tail_start), np.int32(splits),
-                                            partials, counters))
+                                            partials, counters), shared_mem=tile.shared_bytes(a.dtype))
 
 
 def pick_tile(device_id: int, dtype, m: int, n: int) -> Tile:

@@ -264,6 +264,17 @@ struct TileLoader {
     }
 };
 
+// The register-tiled kernels' operand tiles, in dynamic shared memory (the host sizes it: Tile.shared_bytes), so
+// tiles past the 48 KiB of static shared memory build too. A launch with less than `elements` traps.
+template <typename T>
+__device__ __forceinline__ T* tile_shared(int elements) {
+    extern __shared__ __align__(16) unsigned char matmul_tile_bytes[];
+    unsigned int bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+    if (bytes < elements * sizeof(T)) __trap();
+    return reinterpret_cast<T*>(matmul_tile_bytes);
+}
+
 // The k loop shared by the register-tiled kernels. STAGES == 1: load, barrier, math, barrier. STAGES == 2
 // (double buffering): the next slice's global loads are issued before the math on the current one and land in the
 // other shared stage afterwards, so their latency hides behind the math and one barrier per slice suffices.
@@ -336,8 +347,8 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
     static_assert(!WARP_TILED || (LM * LN == 32 && BM % WM == 0 && BN % WN == 0), "warp tiles must fill the block");
     static_assert(BM % TM == 0 && BN % TN == 0 && GROUP % 32 == 0, "thread tiles must fill the block");
     static_assert(BK % KSPLIT == 0 && (KSPLIT == 1 || BM * BN <= STAGES * BK * LDA), "k groups and their reduction");
-    __shared__ __align__(16) T As[STAGES * BK * LDA];
-    __shared__ __align__(16) T Bs[STAGES * BK * LDB];
+    T* const As = tile_shared<T>(STAGES * BK * (LDA + LDB));
+    T* const Bs = As + STAGES * BK * LDA;
 
     const int tid = threadIdx.x;
     const int kgroup = KSPLIT == 1 ? 0 : tid / GROUP, gtid = KSPLIT == 1 ? tid : tid % GROUP;
@@ -490,8 +501,8 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, MIN_BLOCKS)
     constexpr int LDA = BM + 4, LDB = BN + 4;
     constexpr int FM = WM / 8, FN = WN / 8;
     static_assert(WM % 8 == 0 && WN % 8 == 0 && BK % 4 == 0 && BM % WM == 0 && BN % WN == 0, "tile shape");
-    __shared__ __align__(16) double As[STAGES * BK * LDA];
-    __shared__ __align__(16) double Bs[STAGES * BK * LDB];
+    double* const As = tile_shared<double>(STAGES * BK * (LDA + LDB));
+    double* const Bs = As + STAGES * BK * LDA;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const TileOrigin tile = tile_origin<BM, BN>(m, n);

@@ -61,3 +61,32 @@ def assert_close(out, ref64, dtype, k, what=""):
     err = _check.relative_error(out, ref64)
     tol = _check.tolerance(dtype, k)
     assert err <= tol, f"{what}: relative error {err:.3e} > {tol:.1e}"
+
+
+def on_a_side_stream(op, out):
+    """Run op(out) as a pipeline on its own stream would, and return out.
+
+    A fresh non-blocking stream first waits for the inputs (drawn on the current stream), runs op once (warm-up:
+    the stream's workspace), then captures op in a CUDA graph and replays it into a freshly poisoned `out`. A
+    kernel launched on any other stream is not in the graph, so `out` stays poisoned and the check fails.
+    """
+    import cupy
+
+    from cudakit._bench import poison
+
+    inputs_ready = cupy.cuda.get_current_stream().record()
+    side = cupy.cuda.Stream(non_blocking=True)
+    side.wait_event(inputs_ready)
+    with side:
+        op(out)
+        side.begin_capture()
+        try:
+            op(out)
+        finally:
+            graph = side.end_capture()
+    cupy.cuda.Device().synchronize()  # whatever escaped the capture has run
+    with side:
+        poison(out)
+        graph.launch()
+    side.synchronize()
+    return out

@@ -3,7 +3,7 @@ import pytest
 
 import cudakit
 from cudakit import _check
-from conftest import assert_close, poisoned, random_array
+from conftest import assert_close, on_a_side_stream, poisoned, random_array
 
 VARIANTS = [v.name for v in cudakit.variants("dot")]
 SIZES = [1, 2, 3, 31, 512, 513, 4097, 100_003, 1 << 20, (1 << 20) + 7]
@@ -52,9 +52,7 @@ def test_dot_on_a_non_default_stream_and_zero_size():
     import cupy
 
     a, b = random_array(1 << 16, np.float64), random_array(1 << 16, np.float64)
-    with cupy.cuda.Stream(non_blocking=True) as s:
-        res = cudakit.dot(a, b)
-        s.synchronize()
+    res = on_a_side_stream(lambda out: cudakit.dot(a, b, out=out), cupy.empty((), np.float64))
     assert_close(res, a @ b, np.float64, a.size)
     empty = cupy.empty(0, np.float32)
     assert float(cudakit.dot(empty, empty)) == 0.0

@@ -18,6 +18,7 @@ class FakeKernel:
     def __init__(self, ptr):
         self.kernel = types.SimpleNamespace(ptr=ptr)
         self.max_dynamic_shared_size_bytes = 48 * 1024
+        self.preferred_shared_memory_carveout = -1
 
 
 @pytest.fixture
@@ -70,9 +71,10 @@ def test_the_next_launch_overwrites_the_slots(captured):
 def test_shared_memory_above_48_kib_raises_the_cap_once(captured):
     fn = FakeKernel(2)
     _compile.launch(fn, (1,), (32,), (), shared_mem=1024)
-    assert fn.max_dynamic_shared_size_bytes == 48 * 1024
+    assert fn.max_dynamic_shared_size_bytes == 48 * 1024 and fn.preferred_shared_memory_carveout == -1
     _compile.launch(fn, (1,), (32,), (), shared_mem=100 * 1024)
     assert fn.max_dynamic_shared_size_bytes == 100 * 1024 and captured[-1]["smem"] == 100 * 1024
+    assert fn.preferred_shared_memory_carveout == 100  # the most shared memory, so that blocks fit side by side
 
 
 @pytest.mark.parametrize("bad", [1.5, "x", None, [1]])

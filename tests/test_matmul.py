@@ -6,7 +6,7 @@ import pytest
 
 import cudakit
 from cudakit import _check, _tune
-from conftest import assert_close, poisoned, random_array
+from conftest import assert_close, on_a_side_stream, poisoned, random_array
 
 mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
 
@@ -185,9 +185,7 @@ def test_matmul_on_a_non_default_stream():
     import cupy
 
     A, B = random_array((300, 200), np.float32), random_array((200, 100), np.float32)
-    with cupy.cuda.Stream(non_blocking=True) as s:
-        res = cudakit.matmul(A, B)
-        s.synchronize()
+    res = on_a_side_stream(lambda out: cudakit.matmul(A, B, out=out), cupy.empty((300, 100), np.float32))
     assert_close(res, ref64(A, B), np.float32, 200)
 
 

@@ -5,7 +5,7 @@ import pytest
 
 import cudakit
 from cudakit import _check
-from conftest import assert_close, poisoned, random_array
+from conftest import assert_close, on_a_side_stream, poisoned, random_array
 
 mv = importlib.import_module("cudakit.matvec")  # the module (cudakit.matvec is the function)
 
@@ -164,9 +164,8 @@ def test_matvec_on_a_non_default_stream():
     import cupy
 
     A, x = random_array((64, 1 << 16), np.float64), random_array(1 << 16, np.float64)
-    with cupy.cuda.Stream(non_blocking=True) as s:
-        res = cudakit.matvec(A, x)  # split plan: scratch partials private to this stream
-        s.synchronize()
+    # the split plan: its partials in the side stream's own scratch
+    res = on_a_side_stream(lambda out: cudakit.matvec(A, x, out=out), cupy.empty(64, np.float64))
     assert_close(res, _reference(A, x), np.float64, A.shape[1])
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import cudakit
 from cudakit import _check, _compile
-from conftest import poisoned
+from conftest import on_a_side_stream, poisoned
 
 transpose_module = importlib.import_module("cudakit.transpose")  # cudakit.transpose is the function
 
@@ -119,9 +119,7 @@ def test_transpose_on_a_non_default_stream():
     import cupy
 
     a = random_bits((1031, 2053), np.float16)
-    with cupy.cuda.Stream(non_blocking=True) as s:
-        res = cudakit.transpose(a)
-        s.synchronize()
+    res = on_a_side_stream(lambda out: cudakit.transpose(a, out=out), cupy.empty((2053, 1031), np.float16))
     assert_same_bits(res, a.T)
 
 

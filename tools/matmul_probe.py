@@ -1,6 +1,7 @@
 """Timing probe for cudakit.matmul: variants and tile candidates against cupy.matmul (cuBLAS) at the goal shapes.
 
     PYTHONPATH=. python3 tools/matmul_probe.py [--quick] [--json FILE]     time (CUDA events, warm-up, median)
+    PYTHONPATH=. python3 tools/matmul_probe.py --experiments    the EXPERIMENTS tiles beside the active one
     compute-sanitizer --tool memcheck python3 tools/matmul_probe.py --sanitize   every kernel once on odd shapes
 
 Every timed result is first checked against a float64 reference. Each measurement queues a ~2 ms cuBLAS product
@@ -29,6 +30,21 @@ GOALS = {  # (m, n, k): cuBLAS TFLOP/s seen by the issue's bench on an H100, goa
           ((1024, 1024, 1024), None), ((256, 256, 256), 1.0)],
     F64: [((4096, 4096, 4096), 0.5), ((2048, 2048, 2048), None), ((512, 512, 512), None)],
 }
+
+
+# Tiles outside the tune space, for `--experiments` (dynamic shared memory lets slices pass 48 KiB).
+EXPERIMENTS = (
+    _tune.simt(128, 128, 16, 32, 64, 8, 8, min_blocks=2),
+    _tune.simt(128, 128, 16, 64, 32, 8, 8, min_blocks=2, stages=1),
+    _tune.simt(128, 128, 32, 64, 32, 8, 8, min_blocks=2, stages=1),
+    _tune.simt(128, 128, 32, 64, 32, 8, 8, min_blocks=2),
+    _tune.simt(128, 128, 32, 64, 32, 8, 8, min_blocks=1),
+    _tune.simt(128, 128, 16, 64, 32, 8, 8, min_blocks=1),
+    _tune.simt(256, 128, 8, 64, 64, 16, 8, min_blocks=1),
+    _tune.simt(256, 128, 16, 64, 64, 16, 8, min_blocks=1),
+    _tune.simt(128, 256, 16, 64, 64, 8, 16, min_blocks=1),
+    _tune.simt(256, 128, 16, 64, 64, 8, 16, min_blocks=1),
+)
 
 
 def rand(shape, dtype, order="C"):
@@ -72,7 +88,7 @@ def check(out, A, B, what):
     return ok
 
 
-def probe(quick: bool, fast_only: bool = False):
+def probe(quick: bool, fast_only: bool = False, experiments: bool = False):
     device = cupy.cuda.runtime.getDevice()
     cc = _tune.compute_capability(device)
     props = cupy.cuda.runtime.getDeviceProperties(device)
@@ -84,7 +100,7 @@ def probe(quick: bool, fast_only: bool = False):
         print(f"\n{dtype.name}: active config ({source}) {config}", flush=True)
         tiles = _tune.candidates(dtype, cc)
         for (m, n, k), goal in goals:
-            if quick and m * n * k > 4096 ** 3:
+            if quick and m * n * k > 4096 ** 3 or experiments and (dtype != F32 or m * n * k < 2048 ** 3):
                 continue
             flops = 2.0 * m * n * k
             A, B = rand((m, k), dtype), rand((k, n), dtype)
@@ -93,15 +109,18 @@ def probe(quick: bool, fast_only: bool = False):
             cublas = flops / ref_ms / 1e9
             entries = [("fast", lambda: cudakit.matmul(A, B, out=out))]
             big = m * n * k >= 2048 ** 3
-            if fast_only:  # the fast variant and its tile launched directly (no padding of misaligned operands)
+            if experiments:  # as the fast variant runs them (split tail, padding), beside the active tile
+                tiles = [mm.pick_tile(device, dtype, m, n), *EXPERIMENTS]
+                entries += [(t.name, (lambda t=t: mm.run_fast_tile(t, A, B, out))) for t in tiles]
+            elif fast_only:  # the fast variant and its tile launched directly (no padding of misaligned operands)
                 tile = mm.pick_tile(device, dtype, m, n)
                 entries.append((f"{tile.name} direct", lambda tile=tile: mm.run_tile(tile, A, B, out)))
             elif m * n * k <= 4096 ** 3 and m * n * k >= 512 ** 3:
                 entries += [(name, (lambda name=name: cudakit.matmul(A, B, out=out, variant=name)))
                             for name in ("blocktile_2d", "warp_tiled", "double_buffered")]
             entries += [(t.name, (lambda t=t: mm.run_tile(t, A, B, out))) for t in tiles
-                        if not fast_only and not (t.bm <= 64 and big and m * n * k > 4096 ** 3)]
-            if (m, n, k) == (4096, 4096, 4096):  # the other layouts, read in place
+                        if not (fast_only or experiments) and not (t.bm <= 64 and big and m * n * k > 4096 ** 3)]
+            if (m, n, k) == (4096, 4096, 4096) and not experiments:  # the other layouts, read in place
                 AF, BF = cupy.asfortranarray(A), cupy.asfortranarray(B)
                 entries += [("fast A F-order", lambda: cudakit.matmul(AF, B, out=out)),
                             ("fast B F-order", lambda: cudakit.matmul(A, BF, out=out)),
@@ -177,6 +196,7 @@ def main():
     ap.add_argument("--sanitize", action="store_true")
     ap.add_argument("--one", nargs=5, metavar=("TILE", "DTYPE", "M", "N", "K"))
     ap.add_argument("--fast-only", action="store_true", help="only fast and its tile launched directly")
+    ap.add_argument("--experiments", action="store_true", help="the EXPERIMENTS tiles on the large float32 shapes")
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.sanitize:
@@ -185,7 +205,7 @@ def main():
     if args.one:
         one(args.one[0], args.one[1], *map(int, args.one[2:]))
         return 0
-    rows = probe(args.quick, args.fast_only)
+    rows = probe(args.quick, args.fast_only, args.experiments)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
