@@ -130,6 +130,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         step = group * unroll
         name = f"matvec_rowmajor<{t}, {_bool(vector)}, {group}, {unroll}>"
         reduced = nv
+        long_rows = group == 32
     else:
         vector = aligned and m % width == 0
         mv = m // width if vector else m
@@ -143,6 +144,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         step = (FAST_THREADS // lanes) * unroll
         name = f"matvec_colmajor<{t}, {_bool(vector)}, {lanes}, {unroll}>"
         reduced = n
+        long_rows = False
     target = _resident_blocks(name, dtype, device_id)
     if "blocks_per_sm" in knobs:
         target = knobs["blocks_per_sm"] * sm_count(device_id)
@@ -152,7 +154,11 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     chunk = -(-reduced // chunks)
     chunk = -(-chunk // step) * step  # whole unrolled steps in every chunk but the last
     chunks = -(-reduced // chunk)
-    grid = min(tiles, max(1, target // chunks)) if knobs.get("persistent", PERSISTENT) else tiles
+    # Long rows, unsplit, are the exception: a block per row tile. At 16384^2 (2048 tiles, 396 resident blocks) the
+    # persistent grid measured 363.8 us (float) and 703.5 us (double) against 357.5 and 695.6 (H100, matvec_probe
+    # --sweep), and the bench had it 4% behind warp_per_row, which launches a block per tile.
+    persistent = PERSISTENT and not (long_rows and chunks == 1)
+    grid = min(tiles, max(1, target // chunks)) if knobs.get("persistent", persistent) else tiles
     return Plan(name, vector, tiles, grid, chunks, chunk)
 
 
