@@ -31,6 +31,7 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped, with the reason, where there is none)")
+    config.addinivalue_line("markers", "large: arrays past 2^31 elements (tens of GB of device memory; run one at a time)")
 
 
 def random_array(shape, dtype, order="C"):

@@ -4,7 +4,9 @@
 #   bash tools/gpu_check.sh pytest     the whole test suite in one process (about 8 minutes)
 #   bash tools/gpu_check.sh sanitize   memcheck, racecheck, synccheck over tools/sanitize.py (about 3 minutes)
 #   bash tools/gpu_check.sh bench      python bench.py --json and python -m cudakit info (about 2 minutes)
-#   bash tools/gpu_check.sh shards     the test suite in parallel shards, as the side-by-side run does (about 3 minutes)
+#   bash tools/gpu_check.sh shards     the test suite in parallel shards, as the side-by-side run does (about 3 minutes),
+#                                      then the tests past 2^31 elements (marked large) one at a time
+#   bash tools/gpu_check.sh large      only those
 # The side-by-side run shards the suite, a process per test file and per architecture of the compile check (the
 # time is mostly NVRTC on the host, not the GPU); every shard's summary line is in pytest.log, with a total at the end.
 set -u
@@ -32,7 +34,7 @@ pytest_shards() {
   local pids=() f arch
   for f in tests/test_*.py; do
     [ $f = tests/test_compile.py ] && continue
-    python3 -m pytest -q -p no:cacheprovider -rs "$f" > /tmp/pytest_$(basename $f .py).log 2>&1 &
+    python3 -m pytest -q -p no:cacheprovider -rs -m "not large" "$f" > /tmp/pytest_$(basename $f .py).log 2>&1 &
     pids+=($!)
   done
   # the NVRTC compile check is most of the suite's time: a process per architecture
@@ -42,6 +44,8 @@ pytest_shards() {
     pids+=($!)
   done
   wait "${pids[@]}"
+  # the tests past 2^31 elements take tens of GB each: one process, one test at a time, on a GPU the shards left
+  python3 -m pytest -q -p no:cacheprovider -rs -m large tests/ > /tmp/pytest_test_zlarge.log 2>&1
   : > $OUT/pytest.log
   for f in /tmp/pytest_test_*.log; do echo "==== $(basename $f .log)" >> $OUT/pytest.log; cat $f >> $OUT/pytest.log; done
   grep -hE "^[0-9]+ (passed|failed)|^(FAILED|ERROR) |[0-9]+ (failed|error)" /tmp/pytest_test_*.log | tee -a $OUT/pytest.log
@@ -61,6 +65,7 @@ case $part in
   sanitize) sanitize ;;
   bench) bench ;;
   shards) pytest_shards ;;
+  large) python3 -m pytest -q -p no:cacheprovider -rs -m large tests/ 2>&1 | tee $OUT/pytest_large.log | tail -25 ;;
   all)
     bench
     sanitize & pytest_shards
