@@ -35,17 +35,8 @@ def _check_result(A, x, variant, what):
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("order", ["C", "F"])
-@pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])
+@pytest.mark.parametrize("shape", SHAPES + FAST_PATH_SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES + FAST_PATH_SHAPES])
 def test_matvec_matches_float64(variant, dtype, order, shape):
-    A, x = random_array(shape, dtype, order), random_array(shape[1], dtype)
-    _check_result(A, x, variant, f"{order} {shape}")
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("order", ["C", "F"])
-@pytest.mark.parametrize("shape", FAST_PATH_SHAPES, ids=[f"{m}x{n}" for m, n in FAST_PATH_SHAPES])
-def test_matvec_fast_paths(variant, dtype, order, shape):
     A, x = random_array(shape, dtype, order), random_array(shape[1], dtype)
     _check_result(A, x, variant, f"{order} {shape}")
 
