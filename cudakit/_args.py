@@ -60,10 +60,28 @@ def output(op: str, out, shape: tuple, dtype: np.dtype, device_id: int, inputs: 
         raise ValueError(f"cudakit.{op}: out must be C-contiguous")
     if out.data.device_id != device_id:
         raise ValueError(f"cudakit.{op}: out is on device {out.data.device_id}, the inputs on device {device_id}")
-    for name, a in inputs.items():
-        if out.size and a.size and cupy.may_share_memory(out, a):
-            raise ValueError(f"cudakit.{op}: out overlaps {name}; pass a separate output array")
+    if out.size:
+        lo, hi = out.data.ptr, out.data.ptr + out.nbytes  # C-contiguous: exactly its bytes
+        for name, a in inputs.items():
+            if a.size:
+                a_lo, a_hi = extent(a)
+                if a_lo < hi and lo < a_hi:
+                    raise ValueError(f"cudakit.{op}: out overlaps {name}; pass a separate output array")
     return out
+
+
+def extent(x) -> tuple[int, int]:
+    """The device addresses [first, past the last) that x's elements span, for any strides (what
+    cupy.may_share_memory compares, without its per-call cost)."""
+    lo = hi = x.data.ptr
+    strides = x.strides
+    for i, n in enumerate(x.shape):
+        span = (n - 1) * strides[i]
+        if span > 0:
+            hi += span
+        else:
+            lo += span
+    return lo, hi + x.itemsize
 
 
 def contiguous_or_copy(x):

@@ -103,6 +103,10 @@ class _Launch:
 _launches: dict = {}
 _resident: dict = {}
 _per_thread = threading.local()
+# Bound once: a small op's host time is mostly launch(), and each attribute lookup is a share of it.
+_ndarray = cupy.ndarray
+_launch_kernel = cupy.cuda.driver.launchKernel
+_current_stream = cupy.cuda.get_current_stream
 
 
 def resident_blocks(fn, threads: int, shared_mem: int = 0) -> int:
@@ -173,15 +177,19 @@ def launch(fn, grid, block, args, shared_mem: int = 0) -> None:
     if state is None or shared_mem > state.shared_cap:
         state = _launch_state(fn, shared_mem)
     values, addresses, _ = _parameter_block()
-    ndarray = cupy.ndarray
-    try:  # the common case: arrays and integers only
-        values[:len(args)] = [a.data.ptr if type(a) is ndarray else a for a in args]
-    except (TypeError, ValueError):
-        if len(args) > MAX_PARAMETERS:
-            raise ValueError(f"cudakit: a launch takes at most {MAX_PARAMETERS} arguments, got {len(args)}") from None
-        values[:len(args)] = [parameter_value(a) for a in args]
+    n = len(args)
+    try:  # the common cases: integers only (device addresses included), then arrays and integers
+        values[:n] = args
+    except TypeError:
+        try:
+            values[:n] = [a.data.ptr if type(a) is _ndarray else a for a in args]
+        except (TypeError, ValueError):
+            if n > MAX_PARAMETERS:
+                raise ValueError(f"cudakit: a launch takes at most {MAX_PARAMETERS} arguments, got {n}") from None
+            values[:n] = [parameter_value(a) for a in args]
+    except ValueError:
+        raise ValueError(f"cudakit: a launch takes at most {MAX_PARAMETERS} arguments, got {n}") from None
     g, b = len(grid), len(block)
-    cupy.cuda.driver.launchKernel(
-        state.function, grid[0], grid[1] if g > 1 else 1, grid[2] if g > 2 else 1,
-        block[0], block[1] if b > 1 else 1, block[2] if b > 2 else 1,
-        shared_mem, cupy.cuda.get_current_stream().ptr, addresses, 0)
+    _launch_kernel(state.function, grid[0], grid[1] if g > 1 else 1, grid[2] if g > 2 else 1,
+                   block[0], block[1] if b > 1 else 1, block[2] if b > 2 else 1,
+                   shared_mem, _current_stream().ptr, addresses, 0)

@@ -47,13 +47,19 @@ def _fast_kernel(dtype, vector: bool, device_id: int):
     return _kernel(f"dot_onepass<{_ctype(dtype)}, {'true' if vector else 'false'}, {FAST_UNROLL}>", dtype)
 
 
-def _run_fast(a, b, out):
-    n, device_id = a.size, a.data.device_id
-    vector = a.data.ptr % 16 == 0 and b.data.ptr % 16 == 0
-    per_block = FAST_THREADS * FAST_UNROLL * (16 // a.itemsize if vector else 1)
+@functools.lru_cache(maxsize=4096)
+def _fast_plan(dtype, n: int, vector: bool, device_id: int):
+    """(kernel, blocks) of the one-pass dot of n elements: the host work that depends only on the call's shape."""
+    per_block = FAST_THREADS * FAST_UNROLL * (16 // dtype.itemsize if vector else 1)
     blocks = max(1, min(sm_count(device_id) * FAST_BLOCKS_PER_SM, -(-n // per_block)))
+    return _fast_kernel(dtype, vector, device_id), blocks
+
+
+def _run_fast(a, b, out):
+    a_ptr, b_ptr = a.data.ptr, b.data.ptr
+    fn, blocks = _fast_plan(a.dtype, a.size, not (a_ptr % 16 or b_ptr % 16), a.data.device_id)
     partial, counter = workspace(blocks * a.itemsize, counters=1)
-    launch(_fast_kernel(a.dtype, vector, device_id), (blocks,), (FAST_THREADS,), (a, b, n, partial, counter, out))
+    launch(fn, (blocks,), (FAST_THREADS,), (a_ptr, b_ptr, a.size, partial, counter, out.data.ptr))
 
 
 VARIANTS = register(FAMILY, [
@@ -80,9 +86,9 @@ def dot(a, b, *, out=None, variant: str = "fast", check: bool | None = None):
         if a.size == 0:
             out.fill(0)
             return out
-        if not a.flags.c_contiguous:
+        if a.strides[0] != a.itemsize:  # 1-D: contiguous exactly when the stride is one element
             a = cupy.ascontiguousarray(a)
-        if not b.flags.c_contiguous:
+        if b.strides[0] != b.itemsize:
             b = cupy.ascontiguousarray(b)
         run(a, b, out)
         if _check.enabled(check):

@@ -23,15 +23,15 @@ class FakeKernel:
 
 @pytest.fixture
 def captured(monkeypatch):
-    cupy = pytest.importorskip("cupy")
+    pytest.importorskip("cupy")
     calls = []
 
     def launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         calls.append(dict(f=f, grid=(gx, gy, gz), block=(bx, by, bz), smem=smem, stream=stream, extra=extra,
                           slots=[ctypes.c_void_p.from_address(params + 8 * i).value for i in range(_compile.MAX_PARAMETERS)]))
 
-    monkeypatch.setattr(cupy.cuda.driver, "launchKernel", launch_kernel)
-    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: types.SimpleNamespace(ptr=0x5150))
+    monkeypatch.setattr(_compile, "_launch_kernel", launch_kernel)
+    monkeypatch.setattr(_compile, "_current_stream", lambda: types.SimpleNamespace(ptr=0x5150))
     return calls
 
 

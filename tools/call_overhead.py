@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import statistics
 import time
 
@@ -57,6 +58,7 @@ def main():
         "cupy.dot(a, b)": lambda: cupy.dot(a, b),
         "cudakit.dot(a, b)": lambda: cudakit.dot(a, b),
         "cudakit.dot(a, b, out=out)": lambda: cudakit.dot(a, b, out=out),
+        "cudakit.dot(a, b, out=out, check=False)": lambda: cudakit.dot(a, b, out=out, check=False),
         "RawKernel call, array args": lambda: fn((blocks,), (256,), args),
         "RawKernel call, pointer args": lambda: fn((blocks,), (256,), ptr_args),
         "_compile.launch": lambda: _compile.launch(fn, (blocks,), (256,), args),
@@ -75,7 +77,12 @@ def main():
         "_device.workspace": lambda: _device.workspace(4096, counters=1),
         "_device.sm_count": lambda: _device.sm_count(0),
         "_compile.kernel (cached)": lambda: mod._kernel("dot_onepass<float, true, 4>", a.dtype),
-        "dot._fast_kernel (cached)": lambda: mod._fast_kernel(a.dtype, True, 0),
+        "dot._fast_plan (cached)": lambda: mod._fast_plan(a.dtype, n, True, 0),
+        "dot._run_fast": lambda: mod._run_fast(a, b, out),
+        "_args.extent": lambda: _args.extent(a),
+        "a.flags.c_contiguous": lambda: a.flags.c_contiguous,
+        "a.strides[0] != a.itemsize": lambda: a.strides[0] != a.itemsize,
+        "os.environ.get": lambda: os.environ.get("CUDAKIT_CHECK", ""),
         "a.data.ptr % 16": lambda: a.data.ptr % 16,
         "runtime.getDevice": lambda: cupy.cuda.runtime.getDevice(),
         "get_current_stream": lambda: cupy.cuda.get_current_stream(),
@@ -84,6 +91,14 @@ def main():
     print(f"host cost per call, n = {n} float32 (µs):")
     for name, f in pieces.items():
         print(f"  {name:40s} {per_call_us(f):7.2f}")
+    # Everything cudakit.dot does on the host but the driver's launch: the Python share of a call.
+    driver_call, _compile._launch_kernel = _compile._launch_kernel, lambda *args: None
+    try:
+        for name, f in {"cudakit.dot(a, b, out=out, check=False)": lambda: cudakit.dot(a, b, out=out, check=False),
+                        "cudakit.dot(a, b)": lambda: cudakit.dot(a, b)}.items():
+            print(f"  {name + ', no driver call':40s} {per_call_us(f):7.2f}")
+    finally:
+        _compile._launch_kernel = driver_call
 
 
 if __name__ == "__main__":
