@@ -3,19 +3,13 @@ from __future__ import annotations
 
 import contextlib
 
+import cupy
 import numpy as np
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _cupy():
-    import cupy
-
-    return cupy
-
-
 def device_array(op: str, name: str, x, ndim: int | tuple[int, ...]):
-    cupy = _cupy()
     if not isinstance(x, cupy.ndarray):
         hint = "; move it to the GPU with cupy.asarray() first" if isinstance(x, (np.ndarray, list, tuple)) else ""
         raise TypeError(f"cudakit.{op}: {name} must be a cupy.ndarray, got {type(x).__module__}.{type(x).__name__}{hint}")
@@ -29,14 +23,13 @@ def device_array(op: str, name: str, x, ndim: int | tuple[int, ...]):
 def common(op: str, arrays: dict, allowed=FLOATS) -> tuple[np.dtype, int]:
     """(dtype, device id) that every array of `arrays` ({name: array}) shares; the dtype must be in `allowed`."""
     values = tuple(arrays.values())
-    dtype = values[0].dtype
+    dtype, device_id = values[0].dtype, values[0].data.device_id
     for a in values:
         if a.dtype != dtype:
             listed = ", ".join(f"{n}: {x.dtype}" for n, x in arrays.items())
             raise TypeError(f"cudakit.{op}: operands must share one dtype, got {listed} (cast explicitly with .astype())")
     if dtype not in allowed:
         raise TypeError(f"cudakit.{op}: unsupported dtype {dtype}; supported: {', '.join(str(d) for d in allowed)}")
-    device_id = values[0].data.device_id
     for a in values:
         if a.data.device_id != device_id:
             listed = ", ".join(f"{n} on device {x.data.device_id}" for n, x in arrays.items())
@@ -47,7 +40,6 @@ def common(op: str, arrays: dict, allowed=FLOATS) -> tuple[np.dtype, int]:
 def output(op: str, out, shape: tuple, dtype: np.dtype, device_id: int, inputs: dict):
     """Validate `out=` like cupy.matmul does (exact shape and dtype, C-contiguous) or allocate it on the current
     device (callers run this inside on_device(device_id))."""
-    cupy = _cupy()
     if out is None:
         return cupy.empty(shape, dtype)
     if not isinstance(out, cupy.ndarray):
@@ -56,14 +48,15 @@ def output(op: str, out, shape: tuple, dtype: np.dtype, device_id: int, inputs: 
         raise ValueError(f"cudakit.{op}: out has shape {out.shape}, the result has shape {tuple(shape)}")
     if out.dtype != dtype:
         raise TypeError(f"cudakit.{op}: out has dtype {out.dtype}, the result has dtype {dtype}")
-    if not out.flags.c_contiguous:
+    if shape and not out.flags.c_contiguous:  # (a 0-d out always is)
         raise ValueError(f"cudakit.{op}: out must be C-contiguous")
     if out.data.device_id != device_id:
         raise ValueError(f"cudakit.{op}: out is on device {out.data.device_id}, the inputs on device {device_id}")
     if out.size:
         lo, hi = out.data.ptr, out.data.ptr + out.nbytes  # C-contiguous: exactly its bytes
         for name, a in inputs.items():
-            if a.size:
+            mem = a.data.mem  # the allocation a lies in: a quick answer for separate allocations
+            if a.size and (not mem.size or (mem.ptr < hi and lo < mem.ptr + mem.size)):
                 a_lo, a_hi = extent(a)
                 if a_lo < hi and lo < a_hi:
                     raise ValueError(f"cudakit.{op}: out overlaps {name}; pass a separate output array")
@@ -88,7 +81,7 @@ def contiguous_or_copy(x):
     """x if it is C- or F-contiguous (the kernels read both), else a C-contiguous copy (documented)."""
     if x.flags.c_contiguous or x.flags.f_contiguous:
         return x
-    return _cupy().ascontiguousarray(x)
+    return cupy.ascontiguousarray(x)
 
 
 _ALREADY_THERE = contextlib.nullcontext()
@@ -96,7 +89,6 @@ _ALREADY_THERE = contextlib.nullcontext()
 
 def on_device(device_id: int):
     """Run on the inputs' device; free when it already is the current one (the usual case)."""
-    cupy = _cupy()
     if cupy.cuda.runtime.getDevice() == device_id:
         return _ALREADY_THERE
     return cupy.cuda.Device(device_id)
