@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import functools
 
+import cupy
+
 
 @functools.lru_cache(maxsize=None)
 def sm_count(device_id: int) -> int:
-    import cupy
-
     return cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
 
 
@@ -17,8 +17,6 @@ class _Workspace:
     __slots__ = ("scratch", "counters", "scratch_bytes", "counter_bytes", "scratch_ptr", "counters_ptr")
 
     def __init__(self, scratch_bytes: int, counter_bytes: int):
-        import cupy
-
         self.scratch = cupy.zeros(max(scratch_bytes, 1 << 16), dtype=cupy.uint8)
         self.counters = cupy.zeros(max(counter_bytes, 1 << 12), dtype=cupy.uint8)
         self.scratch_bytes, self.counter_bytes = self.scratch.nbytes, self.counters.nbytes
@@ -26,6 +24,8 @@ class _Workspace:
 
 
 _workspaces: dict = {}
+_current_device = cupy.cuda.runtime.getDevice
+_current_stream = cupy.cuda.get_current_stream
 
 
 def workspace(scratch_bytes: int, counters: int = 0) -> tuple[int, int]:
@@ -39,9 +39,7 @@ def workspace(scratch_bytes: int, counters: int = 0) -> tuple[int, int]:
     Both grow (outside any graph capture) when a call needs more: warm an op up once before capturing it in a
     CUDA graph.
     """
-    import cupy
-
-    key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
+    key = (_current_device(), _current_stream().ptr)
     ws = _workspaces.get(key)
     if ws is None or ws.scratch_bytes < scratch_bytes or ws.counter_bytes < 4 * counters:
         keep = (0, 0) if ws is None else (ws.scratch_bytes, ws.counter_bytes)

@@ -75,6 +75,43 @@ def dot(a, b, *, out=None, variant: str = "fast", check: bool | None = None):
 
     Runs on CuPy's current stream with no synchronisation. Non-contiguous inputs are copied first.
     """
+    if variant == "fast" and _plain(a, b, out):  # a small dot costs its host time: the usual call takes a short cut
+        if out is None:
+            out = cupy.empty((), a.dtype)
+        VARIANTS["fast"].run(a, b, out)  # (through the table, like every call)
+        if check is not False and _check.enabled(check):
+            _check.verify("dot", variant, out, a, b, a.dtype, a.size)
+        return out
+    return _checked_dot(a, b, out, variant, check)
+
+
+_ndarray = cupy.ndarray
+_current_device = cupy.cuda.runtime.getDevice
+
+
+def _plain(a, b, out) -> bool:
+    """The usual call, accepted by a few cheap tests (anything else goes through every check of _checked_dot):
+    non-empty contiguous float vectors of one dtype and length on the current device; out None or a 0-d array of
+    that dtype there, outside both."""
+    if type(a) is not _ndarray or type(b) is not _ndarray or a.ndim != 1 or b.ndim != 1:
+        return False
+    dtype, size, item = a.dtype, a.size, a.itemsize
+    if dtype not in _args.FLOATS or b.dtype != dtype or b.size != size or not size:
+        return False
+    if a.strides[0] != item or b.strides[0] != item:
+        return False
+    a_data, b_data, device_id = a.data, b.data, _current_device()
+    if a_data.device_id != device_id or b_data.device_id != device_id:
+        return False
+    if out is None:
+        return True
+    if type(out) is not _ndarray or out.ndim or out.dtype != dtype or out.data.device_id != device_id:
+        return False
+    p, span = out.data.ptr, size * item
+    return not (a_data.ptr - item < p < a_data.ptr + span or b_data.ptr - item < p < b_data.ptr + span)
+
+
+def _checked_dot(a, b, out, variant, check):
     a = _args.device_array("dot", "a", a, 1)
     b = _args.device_array("dot", "b", b, 1)
     if a.shape != b.shape:

@@ -97,3 +97,12 @@ def test_dot_bad_inputs():
         cudakit.dot(a, a, out=cupy.empty(1, np.float32))
     with pytest.raises(TypeError, match="dtype"):
         cudakit.dot(a, a, out=cupy.empty((), np.float64))
+    b = random_array(10, np.float32)
+    for out in (a[0], a[9], b[4]):  # a 0-d view into an input: the kernel would overwrite what it reads
+        with pytest.raises(ValueError, match="overlaps"):
+            cudakit.dot(a, b, out=out)
+    wide = random_array(20, np.float32)
+    out = wide[10]
+    res = cudakit.dot(wide[:10], b, out=out)  # the same allocation, outside the input: fine
+    assert res is out
+    assert_close(res, wide[:10].astype(cupy.float64) @ b.astype(cupy.float64), np.float32, 10)

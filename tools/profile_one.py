@@ -1,0 +1,46 @@
+"""Three calls of one op's fast variant on one shape, for a profiler (ncu profiles the kernels it is told to).
+
+    PYTHONPATH=. python3 tools/profile_one.py transpose int8 8191 8193
+    PYTHONPATH=. python3 tools/profile_one.py matvec float32 4096 4096 [--order F]
+    PYTHONPATH=. python3 tools/profile_one.py dot float32 268435456
+"""
+from __future__ import annotations
+
+import argparse
+
+import cupy
+import numpy as np
+
+import cudakit
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("op", choices=("transpose", "matvec", "dot"))
+    ap.add_argument("dtype")
+    ap.add_argument("dims", type=int, nargs="+")
+    ap.add_argument("--order", default="C")
+    ap.add_argument("--variant", default="fast")
+    args = ap.parse_args()
+    dtype = np.dtype(args.dtype)
+    if args.op == "transpose":
+        a = cupy.asarray(cupy.random.randint(-100, 100, size=args.dims).astype(dtype), order=args.order)
+        call = lambda: cudakit.transpose(a, variant=args.variant)
+        ref = lambda out: bool(cupy.array_equal(out, a.T))
+    elif args.op == "matvec":
+        A = cupy.asarray(cupy.random.random(args.dims).astype(dtype), order=args.order)
+        x = cupy.random.random(args.dims[1]).astype(dtype)
+        call = lambda: cudakit.matvec(A, x, variant=args.variant)
+        ref = lambda out: float(cupy.linalg.norm(out - A.astype(np.float64) @ x) / cupy.linalg.norm(out)) < 1e-4
+    else:
+        a, b = (cupy.random.random(args.dims[0]).astype(dtype) for _ in range(2))
+        call = lambda: cudakit.dot(a, b, variant=args.variant)
+        ref = lambda out: abs(float(out) - float(a.astype(np.float64) @ b)) < 1e-4 * abs(float(out))
+    for _ in range(3):
+        out = call()
+    assert ref(out), "wrong result"
+    cupy.cuda.Device().synchronize()
+
+
+if __name__ == "__main__":
+    main()
