@@ -6,6 +6,8 @@ import contextlib
 import cupy
 import numpy as np
 
+from ._device import current_device
+
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -89,6 +91,6 @@ _ALREADY_THERE = contextlib.nullcontext()
 
 def on_device(device_id: int):
     """Run on the inputs' device; free when it already is the current one (the usual case)."""
-    if cupy.cuda.runtime.getDevice() == device_id:
+    if current_device() == device_id:
         return _ALREADY_THERE
     return cupy.cuda.Device(device_id)

@@ -14,6 +14,8 @@ from pathlib import Path
 import cupy
 import numpy as np
 
+from ._device import current_stream
+
 # Architectures every kernel must compile for, warning-free (checked in CI through NVRTC, no GPU needed).
 SUPPORTED_ARCHS = ("sm_70", "sm_80", "sm_86", "sm_89", "sm_90")
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -106,7 +108,6 @@ _per_thread = threading.local()
 # Bound once: a small op's host time is mostly launch(), and each attribute lookup is a share of it.
 _ndarray = cupy.ndarray
 _launch_kernel = cupy.cuda.driver.launchKernel
-_current_stream = cupy.cuda.get_current_stream
 
 
 def resident_blocks(fn, threads: int, shared_mem: int = 0) -> int:
@@ -192,4 +193,4 @@ def launch(fn, grid, block, args, shared_mem: int = 0) -> None:
     g, b = len(grid), len(block)
     _launch_kernel(state.function, grid[0], grid[1] if g > 1 else 1, grid[2] if g > 2 else 1,
                    block[0], block[1] if b > 1 else 1, block[2] if b > 2 else 1,
-                   shared_mem, _current_stream().ptr, addresses, 0)
+                   shared_mem, current_stream().ptr, addresses, 0)

@@ -24,8 +24,9 @@ class _Workspace:
 
 
 _workspaces: dict = {}
-_current_device = cupy.cuda.runtime.getDevice
-_current_stream = cupy.cuda.get_current_stream
+# CuPy's current device and stream, bound once: the hot paths (launch, workspace, dot) call them on every op.
+current_device = cupy.cuda.runtime.getDevice
+current_stream = cupy.cuda.get_current_stream
 
 
 def workspace(scratch_bytes: int, counters: int = 0) -> tuple[int, int]:
@@ -39,7 +40,7 @@ def workspace(scratch_bytes: int, counters: int = 0) -> tuple[int, int]:
     Both grow (outside any graph capture) when a call needs more: warm an op up once before capturing it in a
     CUDA graph.
     """
-    key = (_current_device(), _current_stream().ptr)
+    key = (current_device(), current_stream().ptr)
     ws = _workspaces.get(key)
     if ws is None or ws.scratch_bytes < scratch_bytes or ws.counter_bytes < 4 * counters:
         keep = (0, 0) if ws is None else (ws.scratch_bytes, ws.counter_bytes)

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _args, _check
 from ._compile import kernel, launch
-from ._device import sm_count, workspace
+from ._device import current_device, sm_count, workspace
 from ._variants import Variant, lookup, register
 
 FAMILY = "dot"
@@ -79,14 +79,13 @@ def dot(a, b, *, out=None, variant: str = "fast", check: bool | None = None):
         if out is None:
             out = cupy.empty((), a.dtype)
         VARIANTS["fast"].run(a, b, out)  # (through the table, like every call)
-        if check is not False and _check.enabled(check):
+        if _check.enabled(check):
             _check.verify("dot", variant, out, a, b, a.dtype, a.size)
         return out
     return _checked_dot(a, b, out, variant, check)
 
 
 _ndarray = cupy.ndarray
-_current_device = cupy.cuda.runtime.getDevice
 
 
 def _plain(a, b, out) -> bool:
@@ -100,7 +99,7 @@ def _plain(a, b, out) -> bool:
         return False
     if a.strides[0] != item or b.strides[0] != item:
         return False
-    a_data, b_data, device_id = a.data, b.data, _current_device()
+    a_data, b_data, device_id = a.data, b.data, current_device()
     if a_data.device_id != device_id or b_data.device_id != device_id:
         return False
     if out is None:

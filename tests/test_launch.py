@@ -31,7 +31,7 @@ def captured(monkeypatch):
                           slots=[ctypes.c_void_p.from_address(params + 8 * i).value for i in range(_compile.MAX_PARAMETERS)]))
 
     monkeypatch.setattr(_compile, "_launch_kernel", launch_kernel)
-    monkeypatch.setattr(_compile, "_current_stream", lambda: types.SimpleNamespace(ptr=0x5150))
+    monkeypatch.setattr(_compile, "current_stream", lambda: types.SimpleNamespace(ptr=0x5150))
     return calls
 
 
