@@ -92,24 +92,23 @@ def _layout(x, row_axis: int):
     raise AssertionError("a C-contiguous array always has a readable layout")
 
 
-MAX_SPLITS = 8  # shares of k per tile in a split tail
-MIN_SHARE_SLICES = 4  # slices of k each share at least gets
+MIN_TAIL_SLICES = 8  # slices of k a tile needs before its tail is worth sharing (each cut tile costs a store)
+MAX_TAIL_FILL = 15 / 16  # a last wave fuller than this gains too little from sharing
 
 
-def split_tail(tiles: int, slots: int, k: int, bk: int) -> tuple[int, int]:
-    """(tail_start, splits) for a grid of `tiles` on `slots` resident blocks: the tiles past the last full wave are
-    split into `splits` shares of k each when that fills the idle slots better; (tiles, 1) when nothing is split.
+def stream_k_tail(tiles: int, slots: int, k: int, bk: int) -> tuple[int, int]:
+    """(tail_start, sk_blocks) for a grid of `tiles` on `slots` resident blocks: the tiles from tail_start on are
+    shared in equal runs of k slices by sk_blocks blocks; (tiles, 0) when every block keeps one tile.
 
-    4097 x 4099 in 128 x 128 tiles is 1089 tiles on 264 slots: four full waves and a fifth of 33 tiles that leaves
-    seven eighths of the GPU idle. Split 8 ways, the fifth wave takes about an eighth of the time.
+    4096^2 in 128 x 128 tiles is 1024 tiles on 264 slots (an H100): three full waves and a fourth of 232 tiles,
+    4 tile-times in all. The last 232 + 264 tiles shared by 264 blocks take 1.88 tile-times after two full waves:
+    3.88. The tail holds a wave more than the leftover so that each block's run is at least a tile long: then a
+    tile is cut at most once, into two parts.
     """
     full, rest = divmod(tiles, slots)
-    if full == 0 or rest == 0:
-        return tiles, 1
-    splits = min(MAX_SPLITS, slots // rest, k // (MIN_SHARE_SLICES * bk))
-    while splits > 1 and (splits - 1) * (-(-k // (splits * bk)) * bk) >= k:  # every share must hold some k
-        splits -= 1
-    return (tiles - rest, splits) if splits > 1 else (tiles, 1)
+    if full == 0 or rest == 0 or rest > MAX_TAIL_FILL * slots or -(-k // bk) < MIN_TAIL_SLICES:
+        return tiles, 0
+    return tiles - rest - slots, slots
 
 
 def resident_tiles(tile: Tile, dtype, device_id: int) -> int:
@@ -120,8 +119,8 @@ def resident_tiles(tile: Tile, dtype, device_id: int) -> int:
 
 
 def run_tile(tile: Tile, A, B, out, split: bool = False) -> None:
-    """C = A @ B with one register-tiled kernel configuration (any layout, any shape with k > 0). split: the tiles of
-    a last, partial wave share their k across otherwise idle blocks (SIMT tiles without sliced k)."""
+    """C = A @ B with one register-tiled kernel configuration (any layout, any shape with k > 0). split: a last,
+    partial wave is avoided by a stream-K tail (SIMT tiles without sliced k)."""
     m, k = A.shape
     n = B.shape[1]
     a, a_kc, lda = _layout(A, 0)
@@ -131,16 +130,14 @@ def run_tile(tile: Tile, A, B, out, split: bool = False) -> None:
     vec_c = out.data.ptr % 16 == 0 and n % width == 0
     fn = kernel(FAMILY, tile.expression(a.dtype, a_kc, b_kc, vec), tile_instantiations(tile, a.dtype))
     tiles = -(-m // tile.bm) * -(-n // tile.bn)
-    tail_start, splits, partials, counters = tiles, 1, 0, 0
+    tail_start, sk_blocks, partials, counters = tiles, 0, 0, 0
     if split and tile.kind == "simt" and tile.ksplit == 1:
-        tail_start, splits = split_tail(tiles, resident_tiles(tile, a.dtype, out.data.device_id), k, tile.bk)
-        if splits > 1:
-            shares = (tiles - tail_start) * splits
-            partials, counters = workspace(shares * tile.bm * tile.bn * a.itemsize, counters=tiles - tail_start)
-    blocks = tail_start + (tiles - tail_start) * splits
-    launch(fn, (blocks,), (tile.threads,), (a, b, out, np.int64(m), np.int64(n), np.int64(k), np.int64(lda),
-                                            np.int64(ldb), np.int32(vec_c), np.int64(tail_start), np.int32(splits),
-                                            partials, counters), shared_mem=tile.shared_bytes(a.dtype))
+        tail_start, sk_blocks = stream_k_tail(tiles, resident_tiles(tile, a.dtype, out.data.device_id), k, tile.bk)
+        if sk_blocks:  # two parts of a tile's sums per boundary between stream-K blocks
+            partials, counters = workspace(2 * sk_blocks * tile.bm * tile.bn * a.itemsize, counters=sk_blocks)
+    launch(fn, (tail_start + sk_blocks,), (tile.threads,),
+           (a, b, out, np.int64(m), np.int64(n), np.int64(k), np.int64(lda), np.int64(ldb), np.int32(vec_c),
+            np.int64(tail_start), np.int32(sk_blocks), partials, counters), shared_mem=tile.shared_bytes(a.dtype))
 
 
 def pick_tile(device_id: int, dtype, m: int, n: int) -> Tile:
@@ -203,8 +200,8 @@ VARIANTS = register(FAMILY, [
             _fixed(WARP_TILED)),
     Variant(FAMILY, "double_buffered", "+ two shared stages: the next slice's loads fly during the math, one barrier per slice",
             _fixed(DOUBLE_BUFFERED)),
-    Variant(FAMILY, "fast", "the tile tuned for this GPU, sliced-k 32x64 tiles for small grids, a last partial wave "
-            "split along k, misaligned operands padded; FP64 on the tensor cores (sm_80+)",
+    Variant(FAMILY, "fast", "the tile tuned for this GPU, sliced-k 32x64 tiles for small grids, a stream-K tail "
+            "instead of a partial last wave, misaligned operands padded; FP64 on the tensor cores (sm_80+)",
             _run_fast),
 ])
 

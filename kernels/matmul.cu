@@ -191,6 +191,26 @@ __device__ __forceinline__ TileOrigin tile_origin(index_t m, index_t n, index_t 
     return {(first_m + in_group % rows) * BM, in_group / rows * BN};
 }
 
+// Part j of a block's work: slices [first, last) of one tile (first >= last: no such part). A block below
+// tail_start has one part, its whole tile. The stream-K blocks (block tail_start + sk) share the tail's
+// (tile, slice) steps, tile-major, in equal runs; part j is the run's piece in its j-th tile.
+struct WorkPart {
+    index_t tile, first, last;
+};
+
+template <int BM, int BN, int BK>
+__device__ __forceinline__ WorkPart work_part(int j, index_t m, index_t n, index_t k, index_t tail_start,
+                                              int sk_blocks) {
+    const index_t slices = (k + BK - 1) / BK, sk = (index_t)blockIdx.x - tail_start;
+    if (sk < 0) return {blockIdx.x, j == 0 ? 0 : slices, slices};
+    const index_t tail_steps = ((m + BM - 1) / BM * ((n + BN - 1) / BN) - tail_start) * slices;
+    const index_t start = tail_start * slices + sk * tail_steps / sk_blocks;
+    const index_t end = tail_start * slices + (sk + 1) * tail_steps / sk_blocks;
+    const index_t tile = start / slices + j;
+    const index_t first = j == 0 ? start - tile * slices : 0, rest = end - tile * slices;
+    return {tile, first, rest < slices ? rest : slices};
+}
+
 // Moves BK-deep slices of one operand (ROWS of A's rows or of B's columns) from global memory into a k-major
 // shared tile s[k * LD + row], through registers so that the next slice's loads are in flight during the math.
 // K_CONTIG: the operand's k index is contiguous in memory, so the loads run along k and the store transposes;
@@ -326,14 +346,14 @@ __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_st
 // 16-byte sub-blocks LM (LN) lanes apart, so a warp's fragment reads are contiguous: broadcasts, no conflicts.
 // KSPLIT > 1 (sliced k, for grids too small to fill the GPU): KSPLIT groups of threads each own the whole C tile
 // and a 1/KSPLIT share of every slice's depth; their sums meet in shared memory at the end, in a fixed order.
-// Split tail (KSPLIT == 1): the tiles from tail_start on, which would make a last, mostly idle wave, take `splits`
-// blocks each, every one over a share of k in whole slices; each writes its sums to `partials` and the last of a
-// tile's blocks to finish adds them, in share order, into C. splits == 1 (tail_start = the tile count): no tail.
+// Stream-K tail (KSPLIT == 1): a last wave that would leave SMs idle is avoided by giving the tiles from tail_start
+// on to `sk_blocks` blocks (one per resident slot) as equal runs of slices; a tile cut between two of them is summed
+// through `partials` by the one that finishes it last. tail_start = the tile count: every block owns one tile.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int TM, int TN, bool WARP_TILED, int STAGES,
           int MIN_BLOCKS, int KSPLIT, bool A_KC, bool B_KC, bool VEC>
 __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
     matmul_regtile(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, index_t m, index_t n,
-                   index_t k, index_t lda, index_t ldb, int vec_c, index_t tail_start, int splits, T* partials,
+                   index_t k, index_t lda, index_t ldb, int vec_c, index_t tail_start, int sk_blocks, T* partials,
                    unsigned int* counters) {
     typedef typename Vec16<T>::type Vec;
     constexpr int GROUP = BM * BN / (TM * TN);  // threads that cover the C tile once
@@ -352,14 +372,6 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
 
     const int tid = threadIdx.x;
     const int kgroup = KSPLIT == 1 ? 0 : tid / GROUP, gtid = KSPLIT == 1 ? tid : tid % GROUP;
-    index_t tile_index = blockIdx.x, k0 = 0, depth = k;
-    if (KSPLIT == 1 && (index_t)blockIdx.x >= tail_start) {
-        const index_t u = blockIdx.x - tail_start, share = (k + splits * BK - 1) / (splits * BK) * BK;
-        tile_index = tail_start + u / splits;
-        k0 = u % splits * share;
-        depth = k - k0 < share ? k - k0 : share;  // the host keeps every share non-empty
-    }
-    const TileOrigin tile = tile_origin<BM, BN>(m, n, tile_index);
     // This thread's first row and column in the block tile, and the distance between its 16-byte sub-blocks.
     constexpr int RSTEP = WARP_TILED ? LM * V : V, CSTEP = WARP_TILED ? LN * V : V;
     int row0, col0;
@@ -372,113 +384,118 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
         col0 = gtid % (BN / TN) * TN;
     }
 
-    // k0 is a whole number of slices, so a share's first element keeps the operands' 16-byte alignment.
-    TileLoader<T, BM, BK, LDA, THREADS, A_KC, VEC> la(A + (A_KC ? k0 : k0 * lda), lda, tile.m0, m, tid);
-    TileLoader<T, BN, BK, LDB, THREADS, B_KC, VEC> lb(B + (B_KC ? k0 : k0 * ldb), ldb, tile.n0, n, tid);
-    // All the epilogue needs, computed up front so that little stays live through the k loop: this thread's
-    // first C element and how many rows / columns exist from it on.
-    T* const c_out = C + (tile.m0 + row0) * n + tile.n0 + col0;
-    const int rows_out = (int)(m - tile.m0 < BM ? m - tile.m0 : BM) - row0;
-    const int cols_out = (int)(n - tile.n0 < BN ? n - tile.n0 : BN) - col0;
-
-    T acc[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
-
-    k_loop<STAGES, BK>(la, lb, As, BK * LDA, Bs, BK * LDB, depth, [&](const T* as, const T* bs) {
-        as += kgroup * (BK / KSPLIT) * LDA;  // this group's share of the slice's depth
-        bs += kgroup * (BK / KSPLIT) * LDB;
-#pragma unroll
-        for (int kk = 0; kk < BK / KSPLIT; ++kk) {
-            T a[TM], b[TN];
-#pragma unroll
-            for (int s = 0; s < TM / V; ++s) {
-                const Vec v = *reinterpret_cast<const Vec*>(as + kk * LDA + row0 + s * RSTEP);
-#pragma unroll
-                for (int i = 0; i < V; ++i) a[s * V + i] = reinterpret_cast<const T*>(&v)[i];
-            }
-#pragma unroll
-            for (int s = 0; s < TN / V; ++s) {
-                const Vec v = *reinterpret_cast<const Vec*>(bs + kk * LDB + col0 + s * CSTEP);
-#pragma unroll
-                for (int j = 0; j < V; ++j) b[s * V + j] = reinterpret_cast<const T*>(&v)[j];
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
-        }
-    });
-
-    if (KSPLIT > 1) {  // k_loop ended on a barrier: the shared tiles are free to hold the other groups' sums
-        for (int g = 1; g < KSPLIT; ++g) {
-            if (kgroup == g) {
-#pragma unroll
-                for (int i = 0; i < TM; ++i)
-#pragma unroll
-                    for (int j = 0; j < TN; ++j) As[(i * TN + j) * GROUP + gtid] = acc[i][j];
-            }
-            __syncthreads();
-            if (kgroup == 0) {
-#pragma unroll
-                for (int i = 0; i < TM; ++i)
-#pragma unroll
-                    for (int j = 0; j < TN; ++j) acc[i][j] += As[(i * TN + j) * GROUP + gtid];
-            }
-            __syncthreads();
-        }
-        if (kgroup != 0) return;
-    }
-
-    // (Recomputed from the launch parameters rather than kept live through the k loop.)
-    const index_t u = (index_t)blockIdx.x - tail_start;
-    if (KSPLIT == 1 && u >= 0) {  // the thread's sums as GROUP-strided columns, so each store and load is coalesced
-        constexpr index_t PART = (index_t)TM * TN * GROUP;
-        const index_t first = u - u % splits;
-        T* mine = partials + u * PART + gtid;
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int j = 0; j < TN; ++j) mine[(i * TN + j) * GROUP] = acc[i][j];
-        if (!last_to_arrive(counters + u / splits, splits)) return;
-        const T* share = partials + first * PART + gtid;
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][j] = __ldcg(share + (i * TN + j) * GROUP);
 #pragma unroll 1
-        for (int p = 1; p < splits; ++p) {  // in share order: the sum does not depend on which block came last
-            share += PART;
+    for (int j = 0;; ++j) {
+        const WorkPart part = work_part<BM, BN, BK>(j, m, n, k, tail_start, sk_blocks);
+        if (part.first >= part.last) break;
+        const index_t k0 = part.first * BK, depth = (part.last * BK < k ? part.last * BK : k) - k0;
+        const TileOrigin tile = tile_origin<BM, BN>(m, n, part.tile);
+        // All the epilogue needs, computed up front (64-bit divisions after the k loop would spill the
+        // accumulators): this thread's first C element, how many rows / columns exist from it on, and whether the
+        // tile is cut between two stream-K blocks (the head from k = 0, or the rest).
+        T* const c_out = C + (tile.m0 + row0) * n + tile.n0 + col0;
+        const int rows_out = (int)(m - tile.m0 < BM ? m - tile.m0 : BM) - row0;
+        const int cols_out = (int)(n - tile.n0 < BN ? n - tile.n0 : BN) - col0;
+        const bool cut = part.first > 0 || part.last < (k + BK - 1) / BK, head = part.first == 0;
+
+        // k0 is a whole number of slices, so a share's first element keeps the operands' 16-byte alignment.
+        TileLoader<T, BM, BK, LDA, THREADS, A_KC, VEC> la(A + (A_KC ? k0 : k0 * lda), lda, tile.m0, m, tid);
+        TileLoader<T, BN, BK, LDB, THREADS, B_KC, VEC> lb(B + (B_KC ? k0 : k0 * ldb), ldb, tile.n0, n, tid);
+
+        T acc[TM][TN];
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
+
+        k_loop<STAGES, BK>(la, lb, As, BK * LDA, Bs, BK * LDB, depth, [&](const T* as, const T* bs) {
+            as += kgroup * (BK / KSPLIT) * LDA;  // this group's share of the slice's depth
+            bs += kgroup * (BK / KSPLIT) * LDB;
+#pragma unroll
+            for (int kk = 0; kk < BK / KSPLIT; ++kk) {
+                T a[TM], b[TN];
+#pragma unroll
+                for (int s = 0; s < TM / V; ++s) {
+                    const Vec v = *reinterpret_cast<const Vec*>(as + kk * LDA + row0 + s * RSTEP);
+#pragma unroll
+                    for (int i = 0; i < V; ++i) a[s * V + i] = reinterpret_cast<const T*>(&v)[i];
+                }
+#pragma unroll
+                for (int s = 0; s < TN / V; ++s) {
+                    const Vec v = *reinterpret_cast<const Vec*>(bs + kk * LDB + col0 + s * CSTEP);
+#pragma unroll
+                    for (int j = 0; j < V; ++j) b[s * V + j] = reinterpret_cast<const T*>(&v)[j];
+                }
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+            }
+        });
+
+        if (KSPLIT > 1) {  // k_loop ended on a barrier: the shared tiles are free to hold the other groups' sums
+            for (int g = 1; g < KSPLIT; ++g) {
+                if (kgroup == g) {
+#pragma unroll
+                    for (int i = 0; i < TM; ++i)
+#pragma unroll
+                        for (int j = 0; j < TN; ++j) As[(i * TN + j) * GROUP + gtid] = acc[i][j];
+                }
+                __syncthreads();
+                if (kgroup == 0) {
+#pragma unroll
+                    for (int i = 0; i < TM; ++i)
+#pragma unroll
+                        for (int j = 0; j < TN; ++j) acc[i][j] += As[(i * TN + j) * GROUP + gtid];
+                }
+                __syncthreads();
+            }
+            if (kgroup != 0) return;
+        }
+
+        // A tile cut by a boundary between two stream-K blocks (the host makes each block's share at least a tile,
+        // so a tile has at most two parts: the head from k = 0, the rest from the boundary on). Both blocks store
+        // their sums by boundary, as GROUP-strided columns so that each store and load is coalesced; the later one
+        // to finish adds the other's into its own (a + b == b + a: the result does not depend on which) and
+        // writes C.
+        if (KSPLIT == 1 && cut) {
+            constexpr index_t PART = (index_t)TM * TN * GROUP;
+            const index_t boundary = (index_t)blockIdx.x - tail_start + head;  // b: where stream-K block b starts
+            T* mine = partials + (2 * boundary + head) * PART + gtid;
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += __ldcg(share + (i * TN + j) * GROUP);
+                for (int j = 0; j < TN; ++j) mine[(i * TN + j) * GROUP] = acc[i][j];
+            if (!last_to_arrive(counters + boundary, 2)) continue;
+            const T* other = partials + (2 * boundary + !head) * PART + gtid;
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += __ldcg(other + (i * TN + j) * GROUP);
         }
-    }
 
-    // C rows are written a sub-block (16 bytes) at a time where n and C allow it (vec_c), element-wise at the edge.
+        // C rows are written a sub-block (16 bytes) at a time where n and C allow it (vec_c), element-wise at the edge.
 #pragma unroll
-    for (int s = 0; s < TM / V; ++s) {
+        for (int s = 0; s < TM / V; ++s) {
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-            const int r = s * RSTEP + i;
-            if (r >= rows_out) continue;
-            T* crow = c_out + r * n;
+            for (int i = 0; i < V; ++i) {
+                const int r = s * RSTEP + i;
+                if (r >= rows_out) continue;
+                T* crow = c_out + r * n;
 #pragma unroll
-            for (int t = 0; t < TN / V; ++t) {
-                const int c = t * CSTEP;
-                const T* src = &acc[s * V + i][t * V];
-                if (vec_c && c + V <= cols_out) {
-                    Vec v;
+                for (int t = 0; t < TN / V; ++t) {
+                    const int c = t * CSTEP;
+                    const T* src = &acc[s * V + i][t * V];
+                    if (vec_c && c + V <= cols_out) {
+                        Vec v;
 #pragma unroll
-                    for (int j = 0; j < V; ++j) reinterpret_cast<T*>(&v)[j] = src[j];
-                    *reinterpret_cast<Vec*>(crow + c) = v;
-                } else {
+                        for (int j = 0; j < V; ++j) reinterpret_cast<T*>(&v)[j] = src[j];
+                        *reinterpret_cast<Vec*>(crow + c) = v;
+                    } else {
 #pragma unroll
-                    for (int j = 0; j < V; ++j)
-                        if (c + j < cols_out) crow[c + j] = src[j];
+                        for (int j = 0; j < V; ++j)
+                            if (c + j < cols_out) crow[c + j] = src[j];
+                    }
                 }
             }
         }
@@ -493,8 +510,8 @@ template <int BM, int BN, int BK, int WM, int WN, int STAGES, int MIN_BLOCKS, bo
 __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, MIN_BLOCKS)
     matmul_dmma(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, index_t m,
                 index_t n, index_t k, index_t lda, index_t ldb, int vec_c,
-                index_t /*tail_start*/, int /*splits*/, double* /*partials*/, unsigned int* /*counters*/) {
-    // The split-tail parameters keep matmul_regtile's launch signature; the host never splits a DMMA grid.
+                index_t /*tail_start*/, int /*sk_blocks*/, double* /*partials*/, unsigned int* /*counters*/) {
+    // The stream-K parameters keep matmul_regtile's launch signature; the host never gives a DMMA grid a tail.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int THREADS = BM / WM * (BN / WN) * 32;
     // Row stride = 4 (mod 16) doubles: a fragment read (4 k rows x 4 columns per half-warp) hits 16 distinct banks.

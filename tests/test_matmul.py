@@ -109,26 +109,26 @@ def test_fast_on_big_matrices(dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_split_tail_is_right_deterministic_and_leaves_its_counters_at_zero(dtype):
-    """A grid a few tiles past whole waves: those tiles' k is split across idle blocks and the last block of each
-    tile adds the shares. Right in every layout, bit-identical when repeated, and reusable back to back."""
+def test_stream_k_tail_is_right_deterministic_and_leaves_its_counters_at_zero(dtype):
+    """Grids past whole waves: a few tiles past one (every block in the stream-K tail) and half a wave past two
+    (whole-tile blocks, then the tail). Right in every layout, bit-identical when repeated, reusable back to back."""
     import cupy
 
     device = cupy.cuda.runtime.getDevice()
     for tile in [t for t in _device_tiles(dtype) if t.kind == "simt" and t.ksplit == 1]:
         slots = mm.resident_tiles(tile, np.dtype(dtype), device)
-        rows, cols = slots // 8 + 1, 8  # 8 * rows tiles: 1 to 8 past a whole wave
-        m, n, k = rows * tile.bm - 3, cols * tile.bn - 5, mm.MAX_SPLITS * mm.MIN_SHARE_SLICES * tile.bk + 7
-        tail_start, splits = mm.split_tail(rows * cols, slots, k, tile.bk)
-        assert splits > 1 and tail_start < rows * cols, (tile.name, slots)
-        for oa, ob in ORDERS + [("offset", "T")]:
-            A, B = operand((m, k), dtype, oa), operand((k, n), dtype, ob)
-            outs = [poisoned((m, n), dtype) for _ in range(3)]
-            for out in outs:  # back to back on one stream: each launch finds its counters at zero
-                mm.run_tile(tile, A, B, out, split=True)
-            assert_close(outs[0], ref64(A, B), dtype, k, f"{tile.name} split {splits} {m}x{k}x{n} {oa}{ob}")
-            for out in outs[1:]:
-                assert bool(cupy.all(out == outs[0])), f"{tile.name} {oa}{ob}: the split sum changed between runs"
+        for rows in (slots // 8 + 1, (5 * slots // 2) // 8 + 1):  # 8 * rows tiles: 1 or 2.5 waves and a few
+            m, n, k = rows * tile.bm - 3, 8 * tile.bn - 5, 37 * tile.bk + 5
+            tail_start, sk_blocks = mm.stream_k_tail(rows * 8, slots, k, tile.bk)
+            assert sk_blocks == slots and tail_start == rows * 8 - slots - rows * 8 % slots, (tile.name, slots)
+            for oa, ob in ORDERS + [("offset", "T")]:
+                A, B = operand((m, k), dtype, oa), operand((k, n), dtype, ob)
+                outs = [poisoned((m, n), dtype) for _ in range(3)]
+                for out in outs:  # back to back on one stream: each launch finds its counters at zero
+                    mm.run_tile(tile, A, B, out, split=True)
+                assert_close(outs[0], ref64(A, B), dtype, k, f"{tile.name} stream-K {m}x{k}x{n} {oa}{ob}")
+                for out in outs[1:]:
+                    assert bool(cupy.all(out == outs[0])), f"{tile.name} {oa}{ob}: the stream-K sum changed"
 
 
 @pytest.mark.gpu
@@ -362,18 +362,17 @@ def test_every_tile_is_compiled_by_the_compile_check():
             assert set(mm.tile_instantiations(tile, dtype)) <= groups
 
 
-def test_split_tail_splits_only_a_short_last_wave_and_every_share_holds_k():
-    assert mm.split_tail(1089, 264, 4095, 16) == (1056, 8)  # 4097 x 4099 in 128 x 128 tiles on an H100
-    assert mm.split_tail(1024, 264, 4096, 16) == (1024, 1)  # the last wave is 232 / 264 full: nothing to gain
-    assert mm.split_tail(256, 264, 4096, 16) == (256, 1)  # under one wave: the small tile's case
-    assert mm.split_tail(528, 264, 4096, 16) == (528, 1)  # whole waves
-    assert mm.split_tail(265, 264, 100, 16) == (265, 1)  # too little k to share
-    for k in range(1, 3000, 7):
-        tail_start, splits = mm.split_tail(265, 264, k, 16)
-        if splits > 1:
-            share = -(-k // (splits * 16)) * 16
-            assert tail_start == 264 and (splits - 1) * share < k <= splits * share, k
-            assert share >= mm.MIN_SHARE_SLICES * 16, k
+def test_stream_k_tail_takes_a_short_last_wave_and_a_wave_more():
+    assert mm.stream_k_tail(1024, 264, 4096, 16) == (528, 264)  # 4096^3 on an H100: 232 tiles past 3 waves
+    assert mm.stream_k_tail(1089, 264, 4099, 16) == (792, 264)  # 4097 x 4099: 33 tiles past 4 waves
+    assert mm.stream_k_tail(256, 264, 4096, 16) == (256, 0)  # under one wave: the small tile's case
+    assert mm.stream_k_tail(528, 264, 4096, 16) == (528, 0)  # whole waves
+    assert mm.stream_k_tail(527, 264, 4096, 16) == (527, 0)  # a last wave 263 / 264 full: too little to gain
+    assert mm.stream_k_tail(265, 264, 100, 16) == (265, 0)  # too little k to share
+    for tiles in range(265, 3000, 7):
+        tail_start, sk_blocks = mm.stream_k_tail(tiles, 264, 4096, 16)
+        if sk_blocks:  # every stream-K block's run is at least a tile: a tile is cut at most once
+            assert sk_blocks == 264 and tiles - tail_start >= sk_blocks and tail_start % 264 == 0, tiles
 
 
 def test_tune_scores_the_pair_as_pick_tile_will_run_it():

@@ -39,9 +39,9 @@ def main(small: bool) -> int:
                 cudakit.matmul(rand((1025, 19), dtype, oa), rand((19, 1027), dtype, ob), check=True)
                 runs += 1
             large, _ = _tune.tiles(0, np.dtype(dtype))
-            if large.kind == "simt" and large.ksplit == 1:  # a grid a few tiles past whole waves: the split tail
+            if large.kind == "simt" and large.ksplit == 1:  # a grid a few tiles past whole waves: the stream-K tail
                 rows = matmul.resident_tiles(large, np.dtype(dtype), 0) // 8 + 1
-                m, n, k = rows * large.bm - 3, 8 * large.bn - 5, matmul.MAX_SPLITS * matmul.MIN_SHARE_SLICES * large.bk + 7
+                m, n, k = rows * large.bm - 3, 8 * large.bn - 5, 37 * large.bk + 5
                 for oa, ob in (("C", "C"), ("F", "F")):
                     cudakit.matmul(rand((m, k), dtype, oa), rand((k, n), dtype, ob), check=True)
                     runs += 1
