@@ -120,7 +120,7 @@ def resident_tiles(tile: Tile, dtype, device_id: int) -> int:
 
 def run_tile(tile: Tile, A, B, out, split: bool = False) -> None:
     """C = A @ B with one register-tiled kernel configuration (any layout, any shape with k > 0). split: a last,
-    partial wave is avoided by a stream-K tail (SIMT tiles without sliced k)."""
+    partial wave is avoided by a stream-K tail (double-buffered SIMT tiles without sliced k)."""
     m, k = A.shape
     n = B.shape[1]
     a, a_kc, lda = _layout(A, 0)
@@ -131,7 +131,7 @@ def run_tile(tile: Tile, A, B, out, split: bool = False) -> None:
     fn = kernel(FAMILY, tile.expression(a.dtype, a_kc, b_kc, vec), tile_instantiations(tile, a.dtype))
     tiles = -(-m // tile.bm) * -(-n // tile.bn)
     tail_start, sk_blocks, partials, counters = tiles, 0, 0, 0
-    if split and tile.kind == "simt" and tile.ksplit == 1:
+    if split and tile.kind == "simt" and tile.ksplit == 1 and tile.stages == 2:  # the kernel's STREAM_K
         tail_start, sk_blocks = stream_k_tail(tiles, resident_tiles(tile, a.dtype, out.data.device_id), k, tile.bk)
         if sk_blocks:  # two parts of a tile's sums per boundary between stream-K blocks
             partials, counters = workspace(2 * sk_blocks * tile.bm * tile.bn * a.itemsize, counters=sk_blocks)
@@ -200,8 +200,8 @@ VARIANTS = register(FAMILY, [
             _fixed(WARP_TILED)),
     Variant(FAMILY, "double_buffered", "+ two shared stages: the next slice's loads fly during the math, one barrier per slice",
             _fixed(DOUBLE_BUFFERED)),
-    Variant(FAMILY, "fast", "the tile tuned for this GPU, sliced-k 32x64 tiles for small grids, a stream-K tail "
-            "instead of a partial last wave, misaligned operands padded; FP64 on the tensor cores (sm_80+)",
+    Variant(FAMILY, "fast", "the tile tuned for this GPU, no edge checks in interior tiles' k loop, a stream-K tail "
+            "instead of a partial last wave, sliced-k 32x64 tiles for small grids, misaligned operands padded; FP64 on the tensor cores (sm_80+)",
             _run_fast),
 ])
 

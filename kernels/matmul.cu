@@ -198,11 +198,11 @@ struct WorkPart {
     index_t tile, first, last;
 };
 
-template <int BM, int BN, int BK>
+template <int BM, int BN, int BK, bool STREAM_K>
 __device__ __forceinline__ WorkPart work_part(int j, index_t m, index_t n, index_t k, index_t tail_start,
                                               int sk_blocks) {
     const index_t slices = (k + BK - 1) / BK, sk = (index_t)blockIdx.x - tail_start;
-    if (sk < 0) return {blockIdx.x, j == 0 ? 0 : slices, slices};
+    if (!STREAM_K || sk < 0) return {blockIdx.x, j == 0 ? 0 : slices, slices};
     const index_t tail_steps = ((m + BM - 1) / BM * ((n + BN - 1) / BN) - tail_start) * slices;
     const index_t start = tail_start * slices + sk * tail_steps / sk_blocks;
     const index_t end = tail_start * slices + (sk + 1) * tail_steps / sk_blocks;
@@ -244,6 +244,9 @@ struct TileLoader {
         ptr = K_CONTIG ? base + (row0 + outer0) * ld + inner0 : base + outer0 * ld + row0 + inner0;
     }
 
+    __device__ __forceinline__ bool whole_rows() const { return rows_left == ROWS; }
+    __device__ __forceinline__ void rewind() { ptr -= step; }
+
     // Loads the next slice, of which k_left (capped at BK) columns of depth exist, then steps past it.
     __device__ __forceinline__ void load(int k_left) {
         const int outer_left = (K_CONTIG ? rows_left : k_left) - outer0;
@@ -261,6 +264,23 @@ struct TileLoader {
             } else {
 #pragma unroll
                 for (int i = 0; i < V; ++i) reg[p][i] = (full || (line_ok && i < inner_left)) ? src[i] : T(0);
+            }
+        }
+        ptr += step;
+    }
+
+    // load() for a slice known to be whole (every row of the tile exists, BK columns of depth): no checks.
+    __device__ __forceinline__ void load_whole() {
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+            const T* src = ptr + p * pass;
+            if (VEC) {
+                const Vec v = *reinterpret_cast<const Vec*>(src);
+#pragma unroll
+                for (int i = 0; i < V; ++i) reg[p][i] = reinterpret_cast<const T*>(&v)[i];
+            } else {
+#pragma unroll
+                for (int i = 0; i < V; ++i) reg[p][i] = src[i];
             }
         }
         ptr += step;
@@ -297,7 +317,11 @@ __device__ __forceinline__ T* tile_shared(int elements) {
 
 // The k loop shared by the register-tiled kernels. STAGES == 1: load, barrier, math, barrier. STAGES == 2
 // (double buffering): the next slice's global loads are issued before the math on the current one and land in the
-// other shared stage afterwards, so their latency hides behind the math and one barrier per slice suffices.
+// other shared stage afterwards, so their latency hides behind the math and one barrier per slice suffices. Where
+// every slice is whole (an interior tile, k a multiple of BK: most of a large product) the loop runs without the
+// edge checks, whose predicates and branches were a tenth of the loop's instructions. Its body has no `more` test
+// either (with one, the layout whose loaders both transpose spilled registers; peeling the last slice off instead
+// cost 2% in code size): the last slice's loads fetch that slice again and store it to the idle stage.
 template <int STAGES, int BK, typename T, class LoaderA, class LoaderB, class Math>
 __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_stage, T* Bs, int b_stage, index_t k,
                                        Math&& math) {
@@ -308,6 +332,22 @@ __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_st
     la.store(As);
     lb.store(Bs);
     __syncthreads();
+    if (STAGES == 2 && la.whole_rows() && lb.whole_rows() && k % BK == 0) {
+        for (int t = 0; t < slices; ++t) {
+            const int cur = t & 1;
+            if (t + 1 == slices) {  // no next slice: load the last one again (in bounds, never read)
+                la.rewind();
+                lb.rewind();
+            }
+            la.load_whole();
+            lb.load_whole();
+            math(As + cur * a_stage, Bs + cur * b_stage);
+            la.store(As + (cur ^ 1) * a_stage);
+            lb.store(Bs + (cur ^ 1) * b_stage);
+            __syncthreads();
+        }
+        return;
+    }
     for (int t = 0; t < slices; ++t) {
         const bool more = t + 1 < slices;
         k_rest -= BK;
@@ -346,7 +386,7 @@ __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_st
 // 16-byte sub-blocks LM (LN) lanes apart, so a warp's fragment reads are contiguous: broadcasts, no conflicts.
 // KSPLIT > 1 (sliced k, for grids too small to fill the GPU): KSPLIT groups of threads each own the whole C tile
 // and a 1/KSPLIT share of every slice's depth; their sums meet in shared memory at the end, in a fixed order.
-// Stream-K tail (KSPLIT == 1): a last wave that would leave SMs idle is avoided by giving the tiles from tail_start
+// Stream-K tail (KSPLIT == 1, STAGES == 2): a last wave that would leave SMs idle is avoided by giving the tiles from tail_start
 // on to `sk_blocks` blocks (one per resident slot) as equal runs of slices; a tile cut between two of them is summed
 // through `partials` by the one that finishes it last. tail_start = the tile count: every block owns one tile.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int TM, int TN, bool WARP_TILED, int STAGES,
@@ -358,6 +398,7 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
     typedef typename Vec16<T>::type Vec;
     constexpr int GROUP = BM * BN / (TM * TN);  // threads that cover the C tile once
     constexpr int THREADS = GROUP * KSPLIT;
+    constexpr bool STREAM_K = KSPLIT == 1 && STAGES == 2;  // the tiles that take a stream-K tail (host: stream_k_tail)
     constexpr int V = Vec16<T>::n;
     // One 16-byte vector of padding per shared row: the transposing stores of K_CONTIG loaders hit distinct banks
     // (and rows stay 16-byte aligned for the vector reads).
@@ -385,8 +426,8 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
     }
 
 #pragma unroll 1
-    for (int j = 0;; ++j) {
-        const WorkPart part = work_part<BM, BN, BK>(j, m, n, k, tail_start, sk_blocks);
+    for (int j = 0; j < (STREAM_K ? 0x7fffffff : 1); ++j) {
+        const WorkPart part = work_part<BM, BN, BK, STREAM_K>(j, m, n, k, tail_start, sk_blocks);
         if (part.first >= part.last) break;
         const index_t k0 = part.first * BK, depth = (part.last * BK < k ? part.last * BK : k) - k0;
         const TileOrigin tile = tile_origin<BM, BN>(m, n, part.tile);
@@ -458,7 +499,7 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
         // their sums by boundary, as GROUP-strided columns so that each store and load is coalesced; the later one
         // to finish adds the other's into its own (a + b == b + a: the result does not depend on which) and
         // writes C.
-        if (KSPLIT == 1 && cut) {
+        if (STREAM_K && cut) {
             constexpr index_t PART = (index_t)TM * TN * GROUP;
             const index_t boundary = (index_t)blockIdx.x - tail_start + head;  // b: where stream-K block b starts
             T* mine = partials + (2 * boundary + head) * PART + gtid;

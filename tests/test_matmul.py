@@ -90,6 +90,20 @@ def test_every_tile_configuration_on_odd_shapes(dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_every_tile_on_whole_slices(dtype):
+    """k a multiple of the slice depth: interior tiles take the k loop without edge checks, the edge tiles around
+    them the checked one, in one grid, with 16-byte and element loads."""
+    for tile in _device_tiles(dtype):
+        m, n, k = 2 * tile.bm + 3, 2 * tile.bn + 5, 24 * tile.bk
+        for oa, ob in ORDERS + [("offset", "padded")]:
+            A, B = operand((m, k), dtype, oa), operand((k, n), dtype, ob)
+            out = poisoned((m, n), dtype)
+            mm.run_tile(tile, A, B, out)
+            assert_close(out, ref64(A, B), dtype, k, f"{tile.name} {m}x{k}x{n} {oa}{ob}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_fast_on_big_matrices(dtype):
     import cupy
 
@@ -115,10 +129,11 @@ def test_stream_k_tail_is_right_deterministic_and_leaves_its_counters_at_zero(dt
     import cupy
 
     device = cupy.cuda.runtime.getDevice()
-    for tile in [t for t in _device_tiles(dtype) if t.kind == "simt" and t.ksplit == 1]:
+    for tile in [t for t in _device_tiles(dtype) if t.kind == "simt" and t.ksplit == 1 and t.stages == 2]:
         slots = mm.resident_tiles(tile, np.dtype(dtype), device)
-        for rows in (slots // 8 + 1, (5 * slots // 2) // 8 + 1):  # 8 * rows tiles: 1 or 2.5 waves and a few
-            m, n, k = rows * tile.bm - 3, 8 * tile.bn - 5, 37 * tile.bk + 5
+        for rows, k in [(slots // 8 + 1, 37 * tile.bk + 5), ((5 * slots // 2) // 8 + 1, 40 * tile.bk)]:
+            # 8 * rows tiles: a few past one wave, then half a wave past two (with whole slices only)
+            m, n = rows * tile.bm - 3, 8 * tile.bn - 5
             tail_start, sk_blocks = mm.stream_k_tail(rows * 8, slots, k, tile.bk)
             assert sk_blocks == slots and tail_start == rows * 8 - slots - rows * 8 % slots, (tile.name, slots)
             for oa, ob in ORDERS + [("offset", "T")]:

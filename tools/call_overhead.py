@@ -43,6 +43,7 @@ def main():
     a = cupy.random.random(n, dtype=cupy.float32)
     b = cupy.random.random(n, dtype=cupy.float32)
     out = cupy.empty((), cupy.float32)
+    chunk = cupy.empty(4096, cupy.float32)
     cudakit.dot(a, b)
     mod = dot_module
     fn = mod._kernel("dot_onepass<float, true, 4>", a.dtype)
@@ -66,6 +67,8 @@ def main():
             function, blocks, 1, 1, 256, 1, 1, 0, stream, params, 0),
         "cupy elementwise a * b": lambda: a * b,
         "cupy.empty(())": lambda: cupy.empty((), cupy.float32),
+        "0-d view of a preallocated vector": lambda: chunk[7],
+        "cupy.ndarray((), memptr=...)": lambda: cupy.ndarray((), cupy.float32, memptr=chunk.data),
         "_args.device_array": lambda: _args.device_array("dot", "a", a, 1),
         "_args.common": lambda: _args.common("dot", {"a": a, "b": b}),
         "_args.output(None)": lambda: _args.output("dot", None, (), a.dtype, 0, {"a": a, "b": b}),

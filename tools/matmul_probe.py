@@ -163,7 +163,7 @@ def sanitize():
                     cudakit.matmul(rand((m, k), dtype, oa), rand((k, n), dtype, ob), variant=v.name, check=True)
                     runs += 1
         for tile in _tune.candidates(dtype, cc):
-            for m, k, n in [(1, 1, 1), (129, 17, 257), (67, 131, 5)]:
+            for m, k, n in [(1, 1, 1), (129, 17, 257), (67, 131, 5), (2 * tile.bm + 3, 24 * tile.bk, 2 * tile.bn + 5)]:
                 for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
                     A, B = rand((m, k), dtype, oa), rand((k, n), dtype, ob)
                     out = cupy.empty((m, n), dtype)

@@ -23,7 +23,9 @@ def rand(shape, dtype, order="C"):
 
 
 def main(small: bool) -> int:
-    mm = [(1, 1, 1), (7, 13, 5), (33, 31, 35), (129, 67, 131)] if small else [(257, 129, 65), (131, 517, 263)]
+    # (m, k, n); k = 64 and 256 give the 128 x 128 tiles that lie inside C whole slices (the unchecked k loop)
+    mm = [(1, 1, 1), (7, 13, 5), (33, 31, 35), (129, 67, 131), (129, 64, 131)] if small else \
+        [(257, 129, 65), (131, 517, 263), (257, 256, 263)]
     mv = [(1, 1), (7, 13), (33, 4097), (4097, 33), (3, 100003)]
     tr = [(1, 1), (7, 13), (33, 31), (97, 1013)]
     dt = [1, 31, 513, 100003]
@@ -39,12 +41,13 @@ def main(small: bool) -> int:
                 cudakit.matmul(rand((1025, 19), dtype, oa), rand((19, 1027), dtype, ob), check=True)
                 runs += 1
             large, _ = _tune.tiles(0, np.dtype(dtype))
-            if large.kind == "simt" and large.ksplit == 1:  # a grid a few tiles past whole waves: the stream-K tail
+            if large.kind == "simt" and large.ksplit == 1 and large.stages == 2:  # a grid a few tiles past whole waves: the stream-K tail
                 rows = matmul.resident_tiles(large, np.dtype(dtype), 0) // 8 + 1
-                m, n, k = rows * large.bm - 3, 8 * large.bn - 5, 37 * large.bk + 5
-                for oa, ob in (("C", "C"), ("F", "F")):
-                    cudakit.matmul(rand((m, k), dtype, oa), rand((k, n), dtype, ob), check=True)
-                    runs += 1
+                m, n = rows * large.bm - 3, 8 * large.bn - 5
+                for k in (37 * large.bk + 5, 40 * large.bk):  # the second: whole slices (the unchecked k loop)
+                    for oa, ob in (("C", "C"), ("F", "F")):
+                        cudakit.matmul(rand((m, k), dtype, oa), rand((k, n), dtype, ob), check=True)
+                        runs += 1
         for v in cudakit.variants("matvec"):
             for m, n in mv:
                 for order in ("C", "F"):
