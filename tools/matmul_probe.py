@@ -109,7 +109,7 @@ def probe(quick: bool, fast_only: bool = False, experiments: bool = False):
             cublas = flops / ref_ms / 1e9
             entries = [("fast", lambda: cudakit.matmul(A, B, out=out))]
             big = m * n * k >= 2048 ** 3
-            if experiments:  # as the fast variant runs them (split tail, padding), beside the active tile
+            if experiments:  # as the fast variant runs them (stream-K tail, padding), beside the active tile
                 tiles = [mm.pick_tile(device, dtype, m, n), *EXPERIMENTS]
                 entries += [(t.name, (lambda t=t: mm.run_fast_tile(t, A, B, out))) for t in tiles]
             elif fast_only:  # the fast variant and its tile launched directly (no padding of misaligned operands)
