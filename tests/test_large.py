@@ -4,11 +4,13 @@ counts, so index arithmetic that wraps shows up as a wrong answer (or, under com
 Marked `large` as well as `gpu`: each needs 9 to 30 GB of free device memory and skips, saying so, where there is
 less. tools/gpu_check.sh runs them one at a time, after the parallel shards.
 """
+import importlib
+
 import numpy as np
 import pytest
 
 import cudakit
-from cudakit import _check
+from cudakit import _check, _tune
 from conftest import assert_close, poisoned, random_array
 
 pytestmark = [pytest.mark.gpu, pytest.mark.large]
@@ -116,3 +118,21 @@ def test_matmul_operand_past_2_31_elements(variant):
     A, B = random_array((ROWS, COLS), np.float32), random_array((COLS, 2), np.float32)
     out = cudakit.matmul(A, B, out=poisoned((ROWS, 2), np.float32), variant=variant)
     assert_close(out, product64(A, B), np.float32, COLS, variant)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_matmul_unchecked_k_loop_past_2_31_elements(order):
+    """k a multiple of every slice depth and whole tiles: the k loop without edge checks (large and small tile,
+    the latter with sliced k) reads A's elements past 2^31 (C order: its last 128 rows; F order: its last slices)."""
+    import cupy
+
+    large, small = _tune.tiles(cupy.cuda.runtime.getDevice(), np.dtype(np.float32))
+    mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
+    m, k, n = 2**16 + 128, 2**15, 128
+    need_free(2.5 * m * k * 4 / 2**30)
+    A, B = random_array((m, k), np.float32, order), random_array((k, n), np.float32)
+    ref = product64(A, B)
+    for tile in (large, small):
+        out = poisoned((m, n), np.float32)
+        mm.run_tile(tile, A, B, out)
+        assert_close(out, ref, np.float32, k, f"{tile.name} {order}")
