@@ -386,9 +386,10 @@ __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_st
 // 16-byte sub-blocks LM (LN) lanes apart, so a warp's fragment reads are contiguous: broadcasts, no conflicts.
 // KSPLIT > 1 (sliced k, for grids too small to fill the GPU): KSPLIT groups of threads each own the whole C tile
 // and a 1/KSPLIT share of every slice's depth; their sums meet in shared memory at the end, in a fixed order.
-// Stream-K tail (KSPLIT == 1, STAGES == 2): a last wave that would leave SMs idle is avoided by giving the tiles from tail_start
-// on to `sk_blocks` blocks (one per resident slot) as equal runs of slices; a tile cut between two of them is summed
-// through `partials` by the one that finishes it last. tail_start = the tile count: every block owns one tile.
+// Stream-K tail (KSPLIT == 1, STAGES == 2): a last wave that would leave SMs idle is avoided by giving the tiles
+// from tail_start on to `sk_blocks` blocks (one per resident slot) as equal runs of slices; a tile cut between two
+// of them is summed through `partials` by the one that finishes it last. tail_start = the tile count: every block
+// owns one tile.
 template <typename T, int BM, int BN, int BK, int WM, int WN, int TM, int TN, bool WARP_TILED, int STAGES,
           int MIN_BLOCKS, int KSPLIT, bool A_KC, bool B_KC, bool VEC>
 __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
