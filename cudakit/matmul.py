@@ -201,7 +201,8 @@ VARIANTS = register(FAMILY, [
     Variant(FAMILY, "double_buffered", "+ two shared stages: the next slice's loads fly during the math, one barrier per slice",
             _fixed(DOUBLE_BUFFERED)),
     Variant(FAMILY, "fast", "the tile tuned for this GPU, no edge checks in interior tiles' k loop, a stream-K tail "
-            "instead of a partial last wave, sliced-k 32x64 tiles for small grids, misaligned operands padded; FP64 on the tensor cores (sm_80+)",
+            "instead of a partial last wave, sliced-k 32x64 tiles for small grids, misaligned operands padded; "
+            "FP64 on the tensor cores (sm_80+)",
             _run_fast),
 ])
 
