@@ -32,6 +32,10 @@ VEC16_SHAPE = {1: (8, 8, 256), 2: (8, 16, 256), 4: (16, 16, 512), 8: (16, 32, 51
 # The same for misaligned rows (odd shapes, offset views), whose tiles overlap by one unit of rows: 512 threads and
 # taller tiles measured 4-11% faster for 1-, 2- and 4-byte elements at 8191x8193 on an H100 (--sweep --odd).
 VEC16_SHAPE_MISALIGNED = {1: (8, 8, 512), 2: (8, 16, 512), 4: (8, 32, 512), 8: (16, 32, 512)}
+# Misaligned tiles overlap so that they meet on output bytes aligned to this (see store_column in the kernel): at 32,
+# no 32-byte sector is written half by one block and half by another. 16 -> 32 measured f16 0.77 -> 0.79, f32 0.82
+# -> 0.85, f64 0.82 -> 0.86 of memcpy at 8191x8193 on an H100; int8 0.69 -> 0.66 (its overlap would be 32 rows of 128).
+VEC16_SEAM = {1: 16, 2: 32, 4: 32, 8: 32}
 # The vec16 steps: (XOR-swizzled tile, register transposes of 4-byte words for 1- and 2-byte elements).
 VEC16_STEPS = {"vec16_unswizzled": (False, False), "vec16_swizzled": (True, False), "fast": (True, True)}
 
@@ -44,11 +48,21 @@ def vec16_shape(itemsize: int, aligned: bool) -> tuple[int, int, int]:
     return (VEC16_SHAPE if aligned else VEC16_SHAPE_MISALIGNED)[itemsize]
 
 
-def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: bool, shape=None) -> str:
+def vec16_min_blocks(aligned: bool, threads: int) -> int:
+    """Blocks per SM the kernel's registers must allow (the kernel caps it at what the SM holds). Misaligned tiles ask
+    for a full SM (on an H100, 2048 threads: 32 registers at 512): given a free hand ptxas takes 44-48, 3 blocks fit,
+    and f32 and f64 at 8191x8193 measured 0.67 against 0.82-0.85 of memcpy."""
+    return 1 if aligned else 2048 // threads  # 2048: the most threads of any SM
+
+
+def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: bool, shape=None, seam=None,
+                     min_blocks=None) -> str:
     ic, oc, threads = shape or vec16_shape(itemsize, aligned)
     word_gather = word_gather and itemsize < 4  # 4- and 8-byte elements already gather whole words
+    seam = 16 if aligned else seam or VEC16_SEAM[itemsize]
+    min_blocks = min_blocks or vec16_min_blocks(aligned, threads)
     return (f"transpose_vec16<{_UINT[itemsize]}, {ic}, {oc}, {threads}, {_flag(aligned)}, {_flag(swizzle)}, "
-            f"{_flag(word_gather)}>")
+            f"{_flag(word_gather)}, {seam}, {min_blocks}>")
 
 
 def instantiations(itemsize: int) -> tuple[str, ...]:
@@ -81,17 +95,20 @@ def is_aligned(a, out) -> bool:
             and rows * a.itemsize % 16 == 0 and cols * a.itemsize % 16 == 0)
 
 
-def vec16_runner(swizzle: bool, word_gather: bool, shape=None):
-    """The launcher of one vec16 step; `shape` (units per tile row, per tile column, threads) is for tuning probes."""
+def vec16_runner(swizzle: bool, word_gather: bool, shape=None, seam=None, min_blocks=None):
+    """The launcher of one vec16 step; `shape` (units per tile row, per tile column, threads), `seam` (bytes) and
+    `min_blocks` are for tuning probes."""
     def run(a, out):
         rows, cols = a.shape
         e = a.itemsize
         aligned = is_aligned(a, out)
         ic, oc, threads = shape or vec16_shape(e, aligned)
         v = 16 // e
-        expr = vec16_expression(e, aligned, swizzle, word_gather, shape)
-        fn = kernel(FAMILY, expr, instantiations(e) if shape is None else (expr,))
-        row_step = oc * v if aligned else oc * v - v  # misaligned tiles overlap by one unit of rows (see the kernel)
+        seam_bytes = seam or VEC16_SEAM[e]
+        expr = vec16_expression(e, aligned, swizzle, word_gather, shape, seam_bytes, min_blocks)
+        default = shape is None and seam_bytes == VEC16_SEAM[e] and min_blocks is None
+        fn = kernel(FAMILY, expr, instantiations(e) if default else (expr,))
+        row_step = oc * v if aligned else oc * v - seam_bytes // e  # misaligned tiles overlap by a seam (see the kernel)
         tiles_c = -(-cols // (ic * v))
         blocks = -(-rows // row_step) * tiles_c
         if blocks >= 2**31:

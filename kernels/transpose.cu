@@ -255,24 +255,23 @@ __device__ __forceinline__ void store_unit_from_tile(char* dst, const unsigned c
     }
 }
 
-// Writes tile column c to its output row, whose tile row 0 lands at seg: lane k of 8 writes units k, k+8, ... of
-// the aligned units that start in this block's rows [0, own). A row that starts mid-unit (t bytes in) just puts
-// its units at tile rows (16 v - t) / E; consecutive tiles overlap by V rows (own = TR - V), so the unit that
-// straddles two tiles is still gathered whole by the one that holds its first row, and every store but those at
-// the matrix's top and bottom edges is a whole aligned 16-byte store with no lane left doing extra work.
-template <typename T, int ROW_UNITS, bool SWIZZLE, bool ALIGNED>
+// Writes tile column c to its output row, whose tile row 0 lands at seg: lane k of 8 writes units k, k+8, ... of the
+// aligned units there. A row that starts mid-unit (t bytes into a SEAM-byte seam) puts its units at tile rows
+// (16 u - t) / E. Consecutive tiles overlap by SEAM / E rows (own = TR - SEAM / E) and meet on SEAM-aligned
+// output bytes: the tile that holds a seam's first row writes all of it, so no 32-byte sector is shared by two
+// blocks when SEAM >= 32, and every store but those at the matrix's top and bottom edges is a whole 16-byte store.
+template <typename T, int ROW_UNITS, bool SWIZZLE, bool ALIGNED, int SEAM>
 __device__ __forceinline__ void store_column(char* seg, const unsigned char* smem, int c, int rows_here, int own,
                                              bool top, int k) {
-    constexpr int E = sizeof(T);
-    const int t = ALIGNED ? 0 : (int)((unsigned long long)seg & 15);
+    constexpr int E = sizeof(T), SEAM_UNITS = SEAM / 16;
+    const int t = ALIGNED ? 0 : (int)((unsigned long long)seg & (SEAM - 1));
     char* const base = seg - t;
-    for (int v = (t > 0) + k;; v += 8) {  // unit 0 starts above tile row 0 when t > 0
-        const int row0 = (16 * v - t) / E;  // exact: t is a multiple of E
-        if (row0 >= own) break;
-        store_unit_from_tile<T, ROW_UNITS, SWIZZLE>(base + 16 * v, smem, row0, c, rows_here);
+    for (int u = k;; u += 8) {
+        const int seam_row0 = (u / SEAM_UNITS * SEAM - t) / E;  // exact: t is a multiple of E
+        if (seam_row0 >= own) break;
+        if (seam_row0 < 0 && !top) continue;  // the previous tile's seam (the first tile writes what lies in the matrix)
+        store_unit_from_tile<T, ROW_UNITS, SWIZZLE>(base + 16 * u, smem, (16 * u - t) / E, c, rows_here);
     }
-    if (t > 0 && top && k == 7)  // the first tile also writes the row's partial first unit (lane 7 has a spare slot)
-        store_unit_from_tile<T, ROW_UNITS, SWIZZLE>(base, smem, -t / E, c, rows_here);
 }
 
 // 1- and 2-byte elements on aligned rows: a lane reads whole 4-byte words (W = 4 / E columns) from V tile rows and
@@ -326,16 +325,25 @@ __device__ __forceinline__ void store_words(char* out, index_t rows, index_t r0,
 //            rows that start mid-unit with their right neighbour's unit (a shuffle), store units to shared memory;
 //   phase 2: 8 lanes per output row segment gather and store one unit each (store_column or store_words).
 // ALIGNED: both arrays start on a unit and both row lengths are whole units (chosen by the host), so nothing moves
-// and tiles follow each other every TR rows; otherwise every TR - V rows (see store_column).
-template <typename T, int IC, int OC, int THREADS, bool ALIGNED, bool SWIZZLE, bool WORD_GATHER>
-__global__ void __launch_bounds__(THREADS)
+// and tiles follow each other every TR rows; otherwise every TR - SEAM / E rows (see store_column).
+// MIN_BLOCKS: the blocks per SM that ptxas must leave registers for (the host's choice, see vec16_min_blocks), at most
+// what the SM holds.
+#if __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890
+constexpr int SM_THREADS = 1536;  // the most threads an SM holds
+#else
+constexpr int SM_THREADS = 2048;
+#endif
+
+template <typename T, int IC, int OC, int THREADS, bool ALIGNED, bool SWIZZLE, bool WORD_GATHER, int SEAM, int MIN_BLOCKS>
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS < SM_THREADS / THREADS ? MIN_BLOCKS : SM_THREADS / THREADS)
 transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, index_t cols, unsigned int tiles_c) {
     constexpr int E = sizeof(T), V = 16 / E;
     constexpr int TR = OC * V, TC = IC * V;  // tile rows and columns, in elements
     constexpr int ROWS_PER_PASS = THREADS / IC, PASSES = TR / ROWS_PER_PASS;
     constexpr int W = E < 4 ? 4 / E : 1;  // tile columns per 4-byte word (one for 8-byte elements)
-    constexpr int TR_STEP = ALIGNED ? TR : TR - V;  // tile rows this block writes out
+    constexpr int TR_STEP = ALIGNED ? TR : TR - SEAM / E;  // tile rows this block writes out
     static_assert(IC >= 8 && IC <= 32 && (IC & (IC - 1)) == 0, "a tile row is one shuffle segment of 8..32 lanes");
+    static_assert(SEAM >= 16 && (SEAM & (SEAM - 1)) == 0 && SEAM / E < TR, "seam");
     static_assert(OC % 8 == 0 && THREADS % 32 == 0 && TR % ROWS_PER_PASS == 0 && TC % (4 * W) == 0, "tile shape");
     __shared__ uint4 tile[TR * IC];
     unsigned char* const smem = reinterpret_cast<unsigned char*>(tile);
@@ -382,6 +390,8 @@ transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, ind
     __syncthreads();  // phase 2 reads columns, i.e. units other threads stored
 
     // Phase 2: warp g-loop over groups of 4 words (4 * W tile columns); lane = 8 * q + k reads word q of the group.
+    // (Where there are more warps than groups, the rest idle: sharing a group's units among warps measured slower,
+    // its extra registers costing a block per SM.)
     char* const out_bytes = reinterpret_cast<char*>(out);
     const int lane = threadIdx.x & 31, k = lane & 7, q = lane >> 3;
     for (int g = threadIdx.x >> 5; g < TC / (4 * W); g += THREADS / 32) {
@@ -394,8 +404,8 @@ transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, ind
             for (int b = 0; b < W; ++b) {
                 const int c = c_first + b;  // the 4 lanes q of one k read 4 different words: 4 different banks
                 if (c < cols_here)
-                    store_column<T, IC, SWIZZLE, ALIGNED>(out_bytes + ((c0 + c) * rows + r0) * E, smem, c, rows_here,
-                                                          own, r0 == 0, k);
+                    store_column<T, IC, SWIZZLE, ALIGNED, SEAM>(out_bytes + ((c0 + c) * rows + r0) * E, smem, c,
+                                                                rows_here, own, r0 == 0, k);
             }
         }
     }

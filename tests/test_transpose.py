@@ -205,7 +205,7 @@ def test_transpose_bad_inputs():
 
 def test_instantiation_groups_cover_every_kernel():
     """GPU-less: every __global__ template in transpose.cu is built, for every element size and both alignments."""
-    kernels = set(re.findall(r"__global__ void(?: __launch_bounds__\(\w+\))?\s+(\w+)\(", _compile.source("transpose")))
+    kernels = set(re.findall(r"__global__ void(?: __launch_bounds__\(.*\))?\s+(\w+)\(", _compile.source("transpose")))
     assert set(transpose_module.SEED_KERNELS) | {"transpose_vec16"} == kernels
     groups = transpose_module.instantiation_groups()
     assert len(groups) == len(transpose_module.ITEMSIZES)
@@ -225,3 +225,20 @@ def test_variant_table_shape():
     assert {v.name for v in every if v.diagnostic} == {"copy", "copySharedMem", "transposeCoarseGrained",
                                                         "transposeFineGrained"}
     assert VARIANTS[-1] == "fast"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seam", [16, 32, 64])
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+def test_every_seam_is_exact_on_misaligned_rows(dtype, seam):
+    """The tuning probes' seams (tiles meeting on 16-, 32- or 64-byte output boundaries): exact at the matrix's edges,
+    with an offset output and rows that start at every shift within a unit."""
+    run = transpose_module.vec16_runner(*transpose_module.VEC16_STEPS["fast"], seam=seam)
+    for shape in [(1000, 131), (131, 1000), (37, 29)]:
+        a = random_bits(shape, dtype)
+        buf = poisoned((a.size + 1,), dtype)
+        out = buf[1:].reshape(shape[::-1])
+        assert not transpose_module.is_aligned(a, out)
+        run(a, out)
+        assert_same_bits(out, a.T, f"{np.dtype(dtype)} {shape} seam {seam}")
+        assert_same_bits(buf[:1], poisoned((1,), dtype), "the element before out")

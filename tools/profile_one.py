@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 
 import cupy
 import numpy as np
@@ -21,8 +22,11 @@ def main():
     ap.add_argument("dims", type=int, nargs="+")
     ap.add_argument("--order", default="C")
     ap.add_argument("--variant", default="fast")
+    ap.add_argument("--seam", type=int, help="transpose: bytes on which misaligned tiles meet (16, 32, 64)")
     args = ap.parse_args()
     dtype = np.dtype(args.dtype)
+    if args.seam:
+        importlib.import_module("cudakit.transpose").VEC16_SEAM[dtype.itemsize] = args.seam
     if args.op == "transpose":
         a = cupy.asarray(cupy.random.randint(-100, 100, size=args.dims).astype(dtype), order=args.order)
         call = lambda: cudakit.transpose(a, variant=args.variant)

@@ -40,6 +40,15 @@ SWEEP_ODD = {  # the shape in use first; sessions 3 and 5 measured others (docs/
     8: [(16, 32, 512), (16, 64, 512), (16, 32, 256), (16, 64, 1024)],
 }
 
+# --sweep --odd --seams: (tile shape, seam bytes, blocks per SM the registers must allow; None: the library's choice)
+# at 8191x8193. A wider seam costs SEAM / E overlapping rows per tile; more blocks per SM cost registers.
+SEAMS = {
+    1: [((8, 8, 512), 16, None), ((8, 8, 512), 16, 3), ((8, 8, 512), 32, None), ((8, 16, 512), 32, 2)],
+    2: [((8, 16, 512), 32, None), ((8, 16, 512), 16, None), ((8, 16, 512), 64, None), ((8, 32, 512), 32, 2)],
+    4: [((8, 32, 512), 32, None), ((8, 32, 512), 16, None), ((8, 32, 512), 64, None), ((16, 32, 512), 32, None)],
+    8: [((16, 32, 512), 32, None), ((16, 32, 512), 16, None), ((16, 32, 512), 64, None), ((16, 64, 512), 32, 2)],
+}
+
 
 def filled(shape, dtype):
     """Non-constant data without a large temporary: a hashed counter viewed as dtype."""
@@ -96,8 +105,8 @@ def probe_case(shape, dtype, reps, variants, extra=()):
             run()
             ok = same_bits(out, a.T)
         rows.append((v.name + (" (diagnostic)" if v.diagnostic else ""), median_ms(run, reps), ok))
-    for name, shape_cfg in extra:
-        run_cfg = T.vec16_runner(*T.VEC16_STEPS["fast"], shape=shape_cfg)
+    for name, shape_cfg, seam, min_blocks in extra:
+        run_cfg = T.vec16_runner(*T.VEC16_STEPS["fast"], shape=shape_cfg, seam=seam, min_blocks=min_blocks)
         out.fill(0)
         run_cfg(a, out)
         ok = same_bits(out, a.T)
@@ -145,11 +154,13 @@ def smoke():
     print(f"smoke: {wrong} wrong results")
 
 
-def sweep(reps, odd: bool):
+def sweep(reps, odd: bool, seams: bool = False):
     for e, dtype in DTYPES.items():
         for shape in [GOAL_SHAPES[3]] if odd else [GOAL_SHAPES[0], GOAL_SHAPES[1], GOAL_SHAPES[3]]:
             fast = [v for v in cudakit.variants("transpose") if v.name == "fast"]
-            extra = [(f"fast {cfg}", cfg) for cfg in (SWEEP_ODD if odd else SWEEP)[e]]
+            extra = [(f"fast {cfg}", cfg, None, None) for cfg in (SWEEP_ODD if odd else SWEEP)[e]]
+            if odd and seams:
+                extra = [(f"fast {cfg} seam {seam} min {mb or 'full'}", cfg, seam, mb) for cfg, seam, mb in SEAMS[e]]
             nbytes, copy_ms, rows = probe_case(shape, dtype, reps, fast, extra)
             report(shape, dtype, nbytes, copy_ms, rows, [])
             print(f"  (fast = {T.vec16_shape(e, shape[1] * e % 16 == 0 and shape[0] * e % 16 == 0)})")
@@ -160,6 +171,7 @@ def main():
     ap.add_argument("--reps", type=int, default=25)
     ap.add_argument("--sweep", action="store_true", help="time other vec16 tile shapes of the fast step instead")
     ap.add_argument("--odd", action="store_true", help="with --sweep: only the odd shape, larger tiles")
+    ap.add_argument("--seams", action="store_true", help="with --sweep --odd: tiles meeting on 16/32/64-byte seams")
     ap.add_argument("--smoke", action="store_true", help="small checked cases of every kernel, no timing")
     ap.add_argument("--seeds", action="store_true", help="also time the seed transposes on every goal shape")
     args = ap.parse_args()
@@ -169,7 +181,7 @@ def main():
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     print(f"device: {name}, {props['multiProcessorCount']} SMs, L2 {props['l2CacheSize'] >> 20} MB")
     if args.sweep:
-        return sweep(args.reps, args.odd)
+        return sweep(args.reps, args.odd, args.seams)
     every = cudakit.variants("transpose", diagnostics=True)
     mine = [v for v in every if not v.seed]
     summary = []
