@@ -13,7 +13,8 @@ import cupy
 import numpy as np
 
 from . import _args, _check
-from ._compile import kernel, launch
+from ._compile import kernel, launch, resident_blocks
+from ._device import sm_count
 from ._variants import Variant, lookup, register
 
 FAMILY = "transpose"
@@ -33,9 +34,13 @@ VEC16_SHAPE = {1: (8, 8, 256), 2: (8, 16, 256), 4: (16, 16, 512), 8: (16, 32, 51
 # taller tiles measured 4-11% faster for 1-, 2- and 4-byte elements at 8191x8193 on an H100 (--sweep --odd).
 VEC16_SHAPE_MISALIGNED = {1: (8, 8, 512), 2: (8, 16, 512), 4: (8, 32, 512), 8: (16, 32, 512)}
 # Misaligned tiles overlap so that they meet on output bytes aligned to this (see store_column in the kernel): at 32,
-# no 32-byte sector is written half by one block and half by another. 16 -> 32 measured f16 0.77 -> 0.79, f32 0.82
-# -> 0.85, f64 0.82 -> 0.86 of memcpy at 8191x8193 on an H100; int8 0.69 -> 0.66 (its overlap would be 32 rows of 128).
+# no 32-byte sector is written half by one block and half by another. 16 -> 32 measured f16 0.79 -> 0.80, f32 0.79
+# -> 0.84, f64 0.84 -> 0.89 of memcpy at 8191x8193 on an H100; int8 0.71 -> 0.68 (its overlap would be 32 rows of 128).
 VEC16_SEAM = {1: 16, 2: 32, 4: 32, 8: 32}
+# Misaligned tiles' block order (log2 of the tile rows consecutive blocks go down; see vec16_group_shift): each tile
+# overlaps the one below it, and running the two together measured f32 8191x8193 0.84 -> 0.86 and f64 0.89 -> 0.91 of
+# memcpy on an H100; int8 and f16 were 0.5-2% faster row by row.
+VEC16_MISALIGNED_GROUP_SHIFT = {1: 0, 2: 0, 4: 5, 8: 5}
 # The vec16 steps: (XOR-swizzled tile, register transposes of 4-byte words for 1- and 2-byte elements).
 VEC16_STEPS = {"vec16_unswizzled": (False, False), "vec16_swizzled": (True, False), "fast": (True, True)}
 
@@ -55,20 +60,35 @@ def vec16_min_blocks(aligned: bool, threads: int) -> int:
     return 1 if aligned else 2048 // threads  # 2048: the most threads of any SM
 
 
-def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: bool, shape=None, seam=None,
-                     min_blocks=None) -> str:
+def vec16_orders(itemsize: int) -> tuple[tuple[bool, int], ...]:
+    """The (aligned, group shift) pairs built: aligned tiles take either order, misaligned ones their own."""
+    return (True, 0), (True, 5), (False, VEC16_MISALIGNED_GROUP_SHIFT[itemsize])
+
+
+def vec16_group_shift(tiles_c: int, tile_row_bytes: int, blocks_in_flight: int) -> int:
+    """log2 of the tile rows that consecutive blocks go down before moving one tile column right, for aligned tiles.
+    Row by row (0), a wave of blocks writes each output row it touches in runs of tile_row_bytes x the tile rows the
+    wave spans; under 512 bytes (wide matrices) those writes scatter, and going down 32 tile rows measured 1024x262144
+    0.91-0.94 -> 0.94-0.97 of memcpy on an H100 (squares and tall matrices lose 0.5-1.5% that way: they stay row by
+    row). Misaligned tiles have their own rule (VEC16_MISALIGNED_GROUP_SHIFT)."""
+    return 5 if blocks_in_flight / tiles_c * tile_row_bytes < 512 else 0
+
+
+def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: bool, group_shift: int, shape=None,
+                     seam=None, min_blocks=None) -> str:
     ic, oc, threads = shape or vec16_shape(itemsize, aligned)
     word_gather = word_gather and itemsize < 4  # 4- and 8-byte elements already gather whole words
     seam = 16 if aligned else seam or VEC16_SEAM[itemsize]
     min_blocks = min_blocks or vec16_min_blocks(aligned, threads)
     return (f"transpose_vec16<{_UINT[itemsize]}, {ic}, {oc}, {threads}, {_flag(aligned)}, {_flag(swizzle)}, "
-            f"{_flag(word_gather)}, {seam}, {min_blocks}>")
+            f"{_flag(word_gather)}, {seam}, {min_blocks}, {group_shift}>")
 
 
 def instantiations(itemsize: int) -> tuple[str, ...]:
     """Every kernel of one element size (one module per size)."""
     seeds = [f"{name}<{_UINT[itemsize]}>" for name in SEED_KERNELS]
-    vec16 = [vec16_expression(itemsize, aligned, *step) for step in VEC16_STEPS.values() for aligned in (True, False)]
+    vec16 = [vec16_expression(itemsize, aligned, *step, group_shift) for step in VEC16_STEPS.values()
+             for aligned, group_shift in vec16_orders(itemsize)]
     return tuple(dict.fromkeys(seeds + vec16))
 
 
@@ -95,9 +115,9 @@ def is_aligned(a, out) -> bool:
             and rows * a.itemsize % 16 == 0 and cols * a.itemsize % 16 == 0)
 
 
-def vec16_runner(swizzle: bool, word_gather: bool, shape=None, seam=None, min_blocks=None):
-    """The launcher of one vec16 step; `shape` (units per tile row, per tile column, threads), `seam` (bytes) and
-    `min_blocks` are for tuning probes."""
+def vec16_runner(swizzle: bool, word_gather: bool, shape=None, seam=None, min_blocks=None, group_shift=None):
+    """The launcher of one vec16 step; `shape` (units per tile row, per tile column, threads), `seam` (bytes),
+    `min_blocks` and `group_shift` are for tuning probes."""
     def run(a, out):
         rows, cols = a.shape
         e = a.itemsize
@@ -105,15 +125,24 @@ def vec16_runner(swizzle: bool, word_gather: bool, shape=None, seam=None, min_bl
         ic, oc, threads = shape or vec16_shape(e, aligned)
         v = 16 // e
         seam_bytes = seam or VEC16_SEAM[e]
-        expr = vec16_expression(e, aligned, swizzle, word_gather, shape, seam_bytes, min_blocks)
-        default = shape is None and seam_bytes == VEC16_SEAM[e] and min_blocks is None
-        fn = kernel(FAMILY, expr, instantiations(e) if default else (expr,))
         row_step = oc * v if aligned else oc * v - seam_bytes // e  # misaligned tiles overlap by a seam (see the kernel)
-        tiles_c = -(-cols // (ic * v))
-        blocks = -(-rows // row_step) * tiles_c
+        tiles_r, tiles_c = -(-rows // row_step), -(-cols // (ic * v))
+
+        def compiled(shift):
+            expr = vec16_expression(e, aligned, swizzle, word_gather, shift, shape, seam_bytes, min_blocks)
+            default = shape is None and seam is None and min_blocks is None and (aligned, shift) in vec16_orders(e)
+            return kernel(FAMILY, expr, instantiations(e) if default else (expr,))
+
+        shift = group_shift
+        if shift is None:
+            shift = VEC16_MISALIGNED_GROUP_SHIFT[e] if not aligned else vec16_group_shift(
+                tiles_c, row_step * e, resident_blocks(compiled(0), threads) * sm_count(a.data.device_id))
+        group = 1 << shift
+        blocks = -(-tiles_r // group) * group * tiles_c  # whole groups of tile rows
         if blocks >= 2**31:
             raise ValueError(f"cudakit.transpose: shape {a.shape} needs {blocks} tiles, more than one grid holds")
-        launch(fn, (blocks,), (threads,), (out, a, np.int64(rows), np.int64(cols), np.uint32(tiles_c)))
+        launch(compiled(shift), (blocks,), (threads,),
+               (out, a, np.int64(rows), np.int64(cols), np.uint32(tiles_r), np.uint32(tiles_c)))
     return run
 
 

@@ -327,16 +327,18 @@ __device__ __forceinline__ void store_words(char* out, index_t rows, index_t r0,
 // ALIGNED: both arrays start on a unit and both row lengths are whole units (chosen by the host), so nothing moves
 // and tiles follow each other every TR rows; otherwise every TR - SEAM / E rows (see store_column).
 // MIN_BLOCKS: the blocks per SM that ptxas must leave registers for (the host's choice, see vec16_min_blocks), at most
-// what the SM holds.
+// what the SM holds. GROUP_SHIFT: the block order (a template parameter: as a run-time one its arithmetic spilled).
 #if __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890
 constexpr int SM_THREADS = 1536;  // the most threads an SM holds
 #else
 constexpr int SM_THREADS = 2048;
 #endif
 
-template <typename T, int IC, int OC, int THREADS, bool ALIGNED, bool SWIZZLE, bool WORD_GATHER, int SEAM, int MIN_BLOCKS>
+template <typename T, int IC, int OC, int THREADS, bool ALIGNED, bool SWIZZLE, bool WORD_GATHER, int SEAM, int MIN_BLOCKS,
+          int GROUP_SHIFT>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS < SM_THREADS / THREADS ? MIN_BLOCKS : SM_THREADS / THREADS)
-transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, index_t cols, unsigned int tiles_c) {
+transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, index_t cols, unsigned int tiles_r,
+                unsigned int tiles_c) {
     constexpr int E = sizeof(T), V = 16 / E;
     constexpr int TR = OC * V, TC = IC * V;  // tile rows and columns, in elements
     constexpr int ROWS_PER_PASS = THREADS / IC, PASSES = TR / ROWS_PER_PASS;
@@ -348,8 +350,13 @@ transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, ind
     __shared__ uint4 tile[TR * IC];
     unsigned char* const smem = reinterpret_cast<unsigned char*>(tile);
 
-    const index_t r0 = (index_t)(blockIdx.x / tiles_c) * TR_STEP;
-    const index_t c0 = (index_t)(blockIdx.x % tiles_c) * TC;
+    // Consecutive blocks go down 2^GROUP_SHIFT tile rows, then one tile column right (0: row by row); see
+    // vec16_group_shift. The grid rounds the tile rows up to whole groups: the blocks past the last tile row exit.
+    const unsigned int slot = blockIdx.x >> GROUP_SHIFT;
+    const unsigned int tile_r = (slot / tiles_c << GROUP_SHIFT) | (blockIdx.x & ((1u << GROUP_SHIFT) - 1));
+    if (GROUP_SHIFT > 0 && tile_r >= tiles_r) return;
+    const index_t r0 = (index_t)tile_r * TR_STEP;
+    const index_t c0 = (index_t)(slot % tiles_c) * TC;
     const int rows_here = rows - r0 < TR ? (int)(rows - r0) : TR;
     const int cols_here = cols - c0 < TC ? (int)(cols - c0) : TC;
     const int own = rows_here < TR_STEP ? rows_here : TR_STEP;

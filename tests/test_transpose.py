@@ -213,9 +213,9 @@ def test_instantiation_groups_cover_every_kernel():
         assert len(set(group)) == len(group)
         for name in kernels:
             assert any(expr.startswith(f"{name}<{transpose_module._UINT[itemsize]}") for expr in group), (name, itemsize)
-        for aligned in (True, False):
+        for aligned, group_shift in transpose_module.vec16_orders(itemsize):
             for swizzle, word_gather in transpose_module.VEC16_STEPS.values():
-                assert transpose_module.vec16_expression(itemsize, aligned, swizzle, word_gather) in group
+                assert transpose_module.vec16_expression(itemsize, aligned, swizzle, word_gather, group_shift) in group
 
 
 def test_variant_table_shape():
@@ -242,3 +242,26 @@ def test_every_seam_is_exact_on_misaligned_rows(dtype, seam):
         run(a, out)
         assert_same_bits(out, a.T, f"{np.dtype(dtype)} {shape} seam {seam}")
         assert_same_bits(buf[:1], poisoned((1,), dtype), "the element before out")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("group_shift", [None, 0, 3, 5])
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+def test_every_block_order_is_exact(dtype, group_shift):
+    """Blocks going down 1, 8 or 32 tile rows at a time (None: the library's choice), on aligned and misaligned
+    rows, with tile rows that do not fill the last group."""
+    run = transpose_module.vec16_runner(*transpose_module.VEC16_STEPS["fast"], group_shift=group_shift)
+    for shape, offset in [((96, 40000), 0), ((1000, 512), 0), ((300, 2049), 1)]:
+        a = random_bits(shape, dtype)
+        buf = poisoned((a.size + offset,), dtype)
+        out = buf[offset:].reshape(shape[::-1])
+        run(a, out)
+        assert_same_bits(out, a.T, f"{np.dtype(dtype)} {shape} group_shift {group_shift}")
+
+
+def test_wide_matrices_go_down_32_tile_rows():
+    """GPU-less: the block-order rule on an H100's numbers (132 SMs x 4 blocks of the float32 tile in flight)."""
+    in_flight = 132 * 4
+    assert transpose_module.vec16_group_shift(16384 // 64, 64 * 4, in_flight) == 0  # square: row by row
+    assert transpose_module.vec16_group_shift(262144 // 64, 64 * 4, in_flight) == 5  # 1024 x 262144
+    assert transpose_module.vec16_group_shift(1024 // 64, 64 * 4, in_flight) == 0  # 262144 x 1024

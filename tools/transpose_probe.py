@@ -46,8 +46,10 @@ SEAMS = {
     1: [((8, 8, 512), 16, None), ((8, 8, 512), 16, 3), ((8, 8, 512), 32, None), ((8, 16, 512), 32, 2)],
     2: [((8, 16, 512), 32, None), ((8, 16, 512), 16, None), ((8, 16, 512), 64, None), ((8, 32, 512), 32, 2)],
     4: [((8, 32, 512), 32, None), ((8, 32, 512), 16, None), ((8, 32, 512), 64, None), ((16, 32, 512), 32, None)],
-    8: [((16, 32, 512), 32, None), ((16, 32, 512), 16, None), ((16, 32, 512), 64, None), ((16, 64, 512), 32, 2)],
+    8: [((16, 32, 512), 32, None), ((16, 32, 512), 32, 3), ((16, 32, 512), 16, None), ((8, 32, 512), 32, None)],
 }
+
+GROUP_SHIFTS = (0, 3, 5)  # --groups
 
 
 def filled(shape, dtype):
@@ -105,8 +107,8 @@ def probe_case(shape, dtype, reps, variants, extra=()):
             run()
             ok = same_bits(out, a.T)
         rows.append((v.name + (" (diagnostic)" if v.diagnostic else ""), median_ms(run, reps), ok))
-    for name, shape_cfg, seam, min_blocks in extra:
-        run_cfg = T.vec16_runner(*T.VEC16_STEPS["fast"], shape=shape_cfg, seam=seam, min_blocks=min_blocks)
+    for name, knobs in extra:
+        run_cfg = T.vec16_runner(*T.VEC16_STEPS["fast"], **knobs)
         out.fill(0)
         run_cfg(a, out)
         ok = same_bits(out, a.T)
@@ -129,10 +131,10 @@ def register_report():
     print("\nfast-path kernels (registers, local bytes):")
     for e in T.ITEMSIZES:
         for step, (sw, wg) in T.VEC16_STEPS.items():
-            for aligned in (True, False):
-                expr = T.vec16_expression(e, aligned, sw, wg)
-                k = kernel(T.FAMILY, expr, T.instantiations(e))
-                print(f"  {step:17s} E={e} aligned={aligned!s:5s} regs={k.num_regs} local={k.local_size_bytes}")
+            for aligned, shift in T.vec16_orders(e):
+                k = kernel(T.FAMILY, T.vec16_expression(e, aligned, sw, wg, shift), T.instantiations(e))
+                print(f"  {step:17s} E={e} aligned={aligned!s:5s} group_shift={shift} regs={k.num_regs} "
+                      f"local={k.local_size_bytes}")
 
 
 def smoke():
@@ -158,12 +160,24 @@ def sweep(reps, odd: bool, seams: bool = False):
     for e, dtype in DTYPES.items():
         for shape in [GOAL_SHAPES[3]] if odd else [GOAL_SHAPES[0], GOAL_SHAPES[1], GOAL_SHAPES[3]]:
             fast = [v for v in cudakit.variants("transpose") if v.name == "fast"]
-            extra = [(f"fast {cfg}", cfg, None, None) for cfg in (SWEEP_ODD if odd else SWEEP)[e]]
+            extra = [(f"fast {cfg}", dict(shape=cfg)) for cfg in (SWEEP_ODD if odd else SWEEP)[e]]
             if odd and seams:
-                extra = [(f"fast {cfg} seam {seam} min {mb or 'full'}", cfg, seam, mb) for cfg, seam, mb in SEAMS[e]]
+                extra = [(f"fast {cfg} seam {seam} min {mb or 'full'}", dict(shape=cfg, seam=seam, min_blocks=mb))
+                         for cfg, seam, mb in SEAMS[e]]
             nbytes, copy_ms, rows = probe_case(shape, dtype, reps, fast, extra)
             report(shape, dtype, nbytes, copy_ms, rows, [])
             print(f"  (fast = {T.vec16_shape(e, shape[1] * e % 16 == 0 and shape[0] * e % 16 == 0)})")
+
+
+def sweep_groups(reps):
+    """Block orders: consecutive blocks go down 2^group_shift tile rows before moving a tile column right (fast: the
+    library's choice, vec16_group_shift)."""
+    fast = [v for v in cudakit.variants("transpose") if v.name == "fast"]
+    cases = [((8192, 8192), np.float32)] + [(shape, d) for shape in GOAL_SHAPES for d in DTYPES.values()]
+    for shape, dtype in cases:
+        extra = [(f"fast group_shift {g}", dict(group_shift=g)) for g in GROUP_SHIFTS]
+        nbytes, copy_ms, rows = probe_case(shape, dtype, reps, fast, extra)
+        report(shape, dtype, nbytes, copy_ms, rows, [])
 
 
 def main():
@@ -172,6 +186,7 @@ def main():
     ap.add_argument("--sweep", action="store_true", help="time other vec16 tile shapes of the fast step instead")
     ap.add_argument("--odd", action="store_true", help="with --sweep: only the odd shape, larger tiles")
     ap.add_argument("--seams", action="store_true", help="with --sweep --odd: tiles meeting on 16/32/64-byte seams")
+    ap.add_argument("--groups", action="store_true", help="other block orders of the fast step instead")
     ap.add_argument("--smoke", action="store_true", help="small checked cases of every kernel, no timing")
     ap.add_argument("--seeds", action="store_true", help="also time the seed transposes on every goal shape")
     args = ap.parse_args()
@@ -180,6 +195,8 @@ def main():
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     print(f"device: {name}, {props['multiProcessorCount']} SMs, L2 {props['l2CacheSize'] >> 20} MB")
+    if args.groups:
+        return sweep_groups(args.reps)
     if args.sweep:
         return sweep(args.reps, args.odd, args.seams)
     every = cudakit.variants("transpose", diagnostics=True)
