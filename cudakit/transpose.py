@@ -30,7 +30,7 @@ SEED_KERNELS = ("copy", "copySharedMem", "transposeNaive", "transposeCoalesced",
 # Each is a 16 KB tile of whole 128-byte lines on both sides; 2 or 4 units per thread in each phase (512 threads
 # did 1-2% better than 256 for 4- and 8-byte elements in a sweep on an H200, tools/transpose_probe.py --sweep).
 VEC16_SHAPE = {1: (8, 8, 256), 2: (8, 16, 256), 4: (16, 16, 512), 8: (16, 32, 512)}
-# The same for misaligned rows (odd shapes, offset views), whose tiles overlap by one unit of rows: 512 threads and
+# The same for misaligned rows (odd shapes, offset views), whose tiles overlap (see VEC16_SEAM): 512 threads and
 # taller tiles measured 4-11% faster for 1-, 2- and 4-byte elements at 8191x8193 on an H100 (--sweep --odd).
 VEC16_SHAPE_MISALIGNED = {1: (8, 8, 512), 2: (8, 16, 512), 4: (8, 32, 512), 8: (16, 32, 512)}
 # Misaligned tiles overlap so that they meet on output bytes aligned to this (see store_column in the kernel): at 32,
@@ -125,13 +125,13 @@ def vec16_runner(swizzle: bool, word_gather: bool, shape=None, seam=None, min_bl
         ic, oc, threads = shape or vec16_shape(e, aligned)
         v = 16 // e
         seam_bytes = seam or VEC16_SEAM[e]
-        row_step = oc * v if aligned else oc * v - seam_bytes // e  # misaligned tiles overlap by a seam (see the kernel)
+        row_step = oc * v if aligned else oc * v - seam_bytes // e  # misaligned tiles overlap by a seam
         tiles_r, tiles_c = -(-rows // row_step), -(-cols // (ic * v))
 
         def compiled(shift):
             expr = vec16_expression(e, aligned, swizzle, word_gather, shift, shape, seam_bytes, min_blocks)
-            default = shape is None and seam is None and min_blocks is None and (aligned, shift) in vec16_orders(e)
-            return kernel(FAMILY, expr, instantiations(e) if default else (expr,))
+            built = shape is None and seam is None and min_blocks is None and (aligned, shift) in vec16_orders(e)
+            return kernel(FAMILY, expr, instantiations(e) if built else (expr,))  # probes' kernels: a module each
 
         shift = group_shift
         if shift is None:

@@ -269,7 +269,7 @@ __device__ __forceinline__ void store_column(char* seg, const unsigned char* sme
     for (int u = k;; u += 8) {
         const int seam_row0 = (u / SEAM_UNITS * SEAM - t) / E;  // exact: t is a multiple of E
         if (seam_row0 >= own) break;
-        if (seam_row0 < 0 && !top) continue;  // the previous tile's seam (the first tile writes what lies in the matrix)
+        if (seam_row0 < 0 && !top) continue;  // the previous tile's (the first tile writes what lies in the matrix)
         store_unit_from_tile<T, ROW_UNITS, SWIZZLE>(base + 16 * u, smem, (16 * u - t) / E, c, rows_here);
     }
 }
@@ -334,8 +334,8 @@ constexpr int SM_THREADS = 1536;  // the most threads an SM holds
 constexpr int SM_THREADS = 2048;
 #endif
 
-template <typename T, int IC, int OC, int THREADS, bool ALIGNED, bool SWIZZLE, bool WORD_GATHER, int SEAM, int MIN_BLOCKS,
-          int GROUP_SHIFT>
+template <typename T, int IC, int OC, int THREADS, bool ALIGNED, bool SWIZZLE, bool WORD_GATHER, int SEAM,
+          int MIN_BLOCKS, int GROUP_SHIFT>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS < SM_THREADS / THREADS ? MIN_BLOCKS : SM_THREADS / THREADS)
 transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, index_t cols, unsigned int tiles_r,
                 unsigned int tiles_c) {
