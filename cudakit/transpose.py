@@ -9,6 +9,8 @@ float32, complex64, float64, ... all take the same code. Layouts:
 """
 from __future__ import annotations
 
+import functools
+
 import cupy
 import numpy as np
 
@@ -84,6 +86,7 @@ def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: b
             f"{_flag(word_gather)}, {seam}, {min_blocks}, {group_shift}>")
 
 
+@functools.lru_cache(maxsize=None)  # every launch names its module by this list: build it once, not per call
 def instantiations(itemsize: int) -> tuple[str, ...]:
     """Every kernel of one element size (one module per size)."""
     seeds = [f"{name}<{_UINT[itemsize]}>" for name in SEED_KERNELS]
