@@ -274,6 +274,28 @@ __device__ __forceinline__ void store_column(char* seg, const unsigned char* sme
     }
 }
 
+// The V x W block of V 4-byte words (one per tile row, W = 4 / E columns each) as W column units: rows 4g..4g+3
+// (halfwords: 2g, 2g+1) of one word column become word g of each column's unit.
+template <int E>
+__device__ __forceinline__ void transpose_words(unsigned int (&u)[4 / E][4], const unsigned int (&x)[16 / E]) {
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+        if constexpr (E == 1) {  // pair the rows bytewise, then the pairs
+            const unsigned int ab_lo = __byte_perm(x[4 * g], x[4 * g + 1], 0x5140);
+            const unsigned int ab_hi = __byte_perm(x[4 * g], x[4 * g + 1], 0x7362);
+            const unsigned int cd_lo = __byte_perm(x[4 * g + 2], x[4 * g + 3], 0x5140);
+            const unsigned int cd_hi = __byte_perm(x[4 * g + 2], x[4 * g + 3], 0x7362);
+            u[0][g] = __byte_perm(ab_lo, cd_lo, 0x5410);
+            u[1][g] = __byte_perm(ab_lo, cd_lo, 0x7632);
+            u[2][g] = __byte_perm(ab_hi, cd_hi, 0x5410);
+            u[3][g] = __byte_perm(ab_hi, cd_hi, 0x7632);
+        } else {
+            u[0][g] = __byte_perm(x[2 * g], x[2 * g + 1], 0x5410);
+            u[1][g] = __byte_perm(x[2 * g], x[2 * g + 1], 0x7632);
+        }
+    }
+}
+
 // 1- and 2-byte elements on aligned rows: a lane reads whole 4-byte words (W = 4 / E columns) from V tile rows and
 // transposes that V x W block in registers with __byte_perm, writing W output units: a quarter (bytes) or half
 // (halfwords) of store_column's shared-memory loads.
@@ -289,22 +311,7 @@ __device__ __forceinline__ void store_words(char* out, index_t rows, index_t r0,
             for (int i = 0; i < V; ++i)
                 x[i] = *reinterpret_cast<const unsigned int*>(smem + tile_offset<T, ROW_UNITS, SWIZZLE>(row0 + i, c_first * E));
             unsigned int u[W][4];
-#pragma unroll
-            for (int g = 0; g < 4; ++g) {
-                if constexpr (E == 1) {  // rows 4g..4g+3 x 4 columns: pair the rows bytewise, then the pairs
-                    const unsigned int ab_lo = __byte_perm(x[4 * g], x[4 * g + 1], 0x5140);
-                    const unsigned int ab_hi = __byte_perm(x[4 * g], x[4 * g + 1], 0x7362);
-                    const unsigned int cd_lo = __byte_perm(x[4 * g + 2], x[4 * g + 3], 0x5140);
-                    const unsigned int cd_hi = __byte_perm(x[4 * g + 2], x[4 * g + 3], 0x7362);
-                    u[0][g] = __byte_perm(ab_lo, cd_lo, 0x5410);
-                    u[1][g] = __byte_perm(ab_lo, cd_lo, 0x7632);
-                    u[2][g] = __byte_perm(ab_hi, cd_hi, 0x5410);
-                    u[3][g] = __byte_perm(ab_hi, cd_hi, 0x7632);
-                } else {  // rows 2g, 2g+1 x 2 columns
-                    u[0][g] = __byte_perm(x[2 * g], x[2 * g + 1], 0x5410);
-                    u[1][g] = __byte_perm(x[2 * g], x[2 * g + 1], 0x7632);
-                }
-            }
+            transpose_words<E>(u, x);
 #pragma unroll
             for (int n = 0; n < W; ++n)
                 if (c_first + n < cols_here)
@@ -316,6 +323,74 @@ __device__ __forceinline__ void store_words(char* out, index_t rows, index_t r0,
                     for (int i = 0; i < V && row0 + i < rows_here; ++i)
                         *reinterpret_cast<T*>(out + ((c0 + c_first + n) * rows + r0 + row0 + i) * E) =
                             tile_element<T, ROW_UNITS, SWIZZLE>(smem, row0 + i, c_first + n);
+        }
+    }
+}
+
+// 1- and 2-byte elements on misaligned rows: the W columns of a word start their output rows at different shifts
+// t (bytes into a SEAM-byte seam), so lanes gather aligned V-row vectors of W columns (rows V v .. V v + V - 1, as
+// store_words does) and cut each column's output unit from two consecutive vectors at that column's shift: the unit
+// whose head is vector v takes vector v - 1 from lane k - 1 by a shuffle. Lane k holds vector v0 + k; with CARRY,
+// lane 0 takes vector v0 - 1 from lane 7's previous round and rounds step 8 vectors, else lane 0 only feeds lane 1 and
+// rounds step 7 (no carried registers: int8 tiles need 8 vectors, one round either way).
+template <typename T, int ROW_UNITS, bool SWIZZLE, int SEAM, int TR>
+__device__ __forceinline__ void store_words_shifted(char* out, index_t rows, index_t r0, index_t c0,
+                                                    const unsigned char* smem, int c_first, int rows_here,
+                                                    int cols_here, int own, bool top, int k) {
+    constexpr int E = sizeof(T), V = 16 / E, W = 4 / E, SEAM_UNITS = SEAM / 16;
+    constexpr bool CARRY = E == 2;
+    constexpr int STEP = CARRY ? 8 : 7;
+    const index_t row_bytes = rows * E;
+    char* const seg0 = out + ((c0 + c_first) * rows + r0) * E;  // column c_first's output row at tile row 0
+    const int vectors = (own + SEAM / E + V - 1) / V;  // past the head vector of every unit this tile writes
+    unsigned int carry[W][4] = {};
+#pragma unroll
+    for (int round = 0; round < (TR / V + STEP - 1) / STEP; ++round) {  // the same rounds in every lane
+        const int v0 = round * STEP;
+        if (v0 + 8 - STEP >= vectors) break;
+        const int v = v0 + k;
+        unsigned int x[V];
+        if (V * v + V <= rows_here) {
+#pragma unroll
+            for (int i = 0; i < V; ++i)
+                x[i] = *reinterpret_cast<const unsigned int*>(smem + tile_offset<T, ROW_UNITS, SWIZZLE>(V * v + i, c_first * E));
+        } else {  // rows past the tile read as zero (never stored)
+#pragma unroll
+            for (int i = 0; i < V; ++i)
+                x[i] = V * v + i < rows_here ? *reinterpret_cast<const unsigned int*>(
+                    smem + tile_offset<T, ROW_UNITS, SWIZZLE>(V * v + i, c_first * E)) : 0u;
+        }
+        unsigned int cur[W][4];
+        transpose_words<E>(cur, x);
+        const bool writes = CARRY || k > 0 || v0 == 0;  // without CARRY, lane 7 wrote lane 0's unit last round
+#pragma unroll
+        for (int n = 0; n < W; ++n) {
+            unsigned int prev[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {  // every lane, before any lane leaves the iteration
+                const unsigned int left = __shfl_sync(0xffffffffu, cur[n][i], (k + 7) & 7, 8);
+                prev[i] = CARRY && k == 0 ? carry[n][i] : left;
+                if constexpr (CARRY) carry[n][i] = left;  // lane 7's vector: lane 0's left neighbour next round
+            }
+            if (!writes || c_first + n >= cols_here) continue;
+            char* const seg = seg0 + n * row_bytes;
+            const int t = (int)((unsigned long long)seg & (SEAM - 1)), ts = t & 15;
+            const int u = v + (t >> 4);  // the unit (16 bytes from the seam before seg) whose head is vector v
+            const int seam_row0 = (u / SEAM_UNITS * SEAM - t) / E;
+            if (seam_row0 >= own || (seam_row0 < 0 && !top)) continue;  // another tile's (see store_column)
+            unsigned int lo[4], w[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) lo[i] = ts ? prev[i] : cur[n][i];
+            realign(w, lo, cur[n], (16 - ts) & 15);
+            char* const dst = seg - t + 16 * u;
+            const int row0 = V * v - ts / E;
+            if (row0 >= 0 && row0 + V <= rows_here) {
+                store_unit(dst, w);
+            } else {  // the matrix's top and bottom edges
+#pragma unroll
+                for (int i = 0; i < V; ++i)
+                    if (row0 + i >= 0 && row0 + i < rows_here) *reinterpret_cast<T*>(dst + i * E) = get_element<T>(w, i);
+            }
         }
     }
 }
@@ -406,6 +481,9 @@ transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, ind
         if constexpr (WORD_GATHER && ALIGNED && E < 4) {
             if (c_first < cols_here)
                 store_words<T, IC, SWIZZLE>(out_bytes, rows, r0, c0, smem, c_first, rows_here, cols_here, k);
+        } else if constexpr (WORD_GATHER && E < 4) {  // every lane: it shuffles
+            store_words_shifted<T, IC, SWIZZLE, SEAM, TR>(out_bytes, rows, r0, c0, smem, c_first, rows_here, cols_here,
+                                                      own, r0 == 0, k);
         } else {
 #pragma unroll
             for (int b = 0; b < W; ++b) {
