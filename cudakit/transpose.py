@@ -39,10 +39,10 @@ VEC16_SHAPE_MISALIGNED = {1: (8, 8, 512), 2: (8, 16, 512), 4: (8, 32, 512), 8: (
 # no 32-byte sector is written half by one block and half by another. 16 -> 32 measured f16 0.79 -> 0.80, f32 0.79
 # -> 0.84, f64 0.84 -> 0.89 of memcpy at 8191x8193 on an H100; int8 0.71 -> 0.68 (its overlap would be 32 rows of 128).
 VEC16_SEAM = {1: 16, 2: 32, 4: 32, 8: 32}
-# Misaligned tiles' block order (log2 of the tile rows consecutive blocks go down; see vec16_group_shift): each tile
-# overlaps the one below it, and running the two together measured f32 8191x8193 0.84 -> 0.86 and f64 0.89 -> 0.91 of
-# memcpy on an H100; int8 and f16 were 0.5-2% faster row by row.
-VEC16_MISALIGNED_GROUP_SHIFT = {1: 0, 2: 0, 4: 5, 8: 5}
+# Misaligned tiles' block order (log2 of the tile rows consecutive blocks go down; see vec16_group_shift). Measured
+# at 8191x8193 on an H100, fast / memcpy, row by row against going down 32 tile rows: int8 0.770 / 0.784, f16 0.921 /
+# 0.908, f32 0.888 / 0.887, f64 0.937 / 0.908.
+VEC16_MISALIGNED_GROUP_SHIFT = {1: 5, 2: 0, 4: 0, 8: 0}
 # The vec16 steps: (XOR-swizzled tile, register transposes of 4-byte words for 1- and 2-byte elements).
 VEC16_STEPS = {"vec16_unswizzled": (False, False), "vec16_swizzled": (True, False), "fast": (True, True)}
 
@@ -55,11 +55,14 @@ def vec16_shape(itemsize: int, aligned: bool) -> tuple[int, int, int]:
     return (VEC16_SHAPE if aligned else VEC16_SHAPE_MISALIGNED)[itemsize]
 
 
-def vec16_min_blocks(aligned: bool, threads: int) -> int:
+def vec16_min_blocks(itemsize: int, aligned: bool, word_gather: bool, threads: int) -> int:
     """Blocks per SM the kernel's registers must allow (the kernel caps it at what the SM holds). Misaligned tiles ask
-    for a full SM (on an H100, 2048 threads: 32 registers at 512): given a free hand ptxas takes 44-48, 3 blocks fit,
-    and f32 and f64 at 8191x8193 measured 0.67 against 0.82-0.85 of memcpy."""
-    return 1 if aligned else 2048 // threads  # 2048: the most threads of any SM
+    for a full SM (2048 threads: 32 registers at 512): given a free hand ptxas takes 44-48, 3 blocks fit, and f32 and
+    f64 at 8191x8193 measured 0.67 against 0.82-0.85 of memcpy on an H100. The word gather of misaligned bytes asks
+    for 1536 threads (40 registers): at 32 it spills, and measured 0.65 against 0.77."""
+    if aligned:
+        return 1
+    return (1536 if word_gather and itemsize == 1 else 2048) // threads
 
 
 def vec16_orders(itemsize: int) -> tuple[tuple[bool, int], ...]:
@@ -79,9 +82,11 @@ def vec16_group_shift(tiles_c: int, tile_row_bytes: int, blocks_in_flight: int) 
 def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: bool, group_shift: int, shape=None,
                      seam=None, min_blocks=None) -> str:
     ic, oc, threads = shape or vec16_shape(itemsize, aligned)
-    word_gather = word_gather and itemsize < 4  # 4- and 8-byte elements already gather whole words
+    # 4- and 8-byte elements already gather whole words. On misaligned rows halfwords gather faster one by one
+    # (8191x8193 on an H100: 0.92 of memcpy against 0.85 with store_words_shifted).
+    word_gather = word_gather and (itemsize == 1 or itemsize == 2 and aligned)
     seam = 16 if aligned else seam or VEC16_SEAM[itemsize]
-    min_blocks = min_blocks or vec16_min_blocks(aligned, threads)
+    min_blocks = min_blocks or vec16_min_blocks(itemsize, aligned, word_gather, threads)
     return (f"transpose_vec16<{_UINT[itemsize]}, {ic}, {oc}, {threads}, {_flag(aligned)}, {_flag(swizzle)}, "
             f"{_flag(word_gather)}, {seam}, {min_blocks}, {group_shift}>")
 
