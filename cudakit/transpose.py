@@ -43,6 +43,10 @@ VEC16_SEAM = {1: 16, 2: 32, 4: 32, 8: 32}
 # at 8191x8193 on an H100, fast / memcpy, row by row against going down 32 tile rows: int8 0.770 / 0.784, f16 0.921 /
 # 0.908, f32 0.888 / 0.887, f64 0.937 / 0.908.
 VEC16_MISALIGNED_GROUP_SHIFT = {1: 5, 2: 0, 4: 0, 8: 0}
+# The threads per SM that misaligned tiles' registers must allow (2048 at 512 threads: 32 registers; 1536: 40). Given
+# a free hand ptxas takes 44-48 and 2 blocks fit. Measured at 8191x8193 on an H100, fast / memcpy, 1536 against 2048
+# threads: int8 0.77 / 0.66 (the word gather spills at 32), f16 0.77 / 0.92, f32 0.91 / 0.89, f64 0.83 / 0.94.
+VEC16_MISALIGNED_SM_THREADS = {1: 1536, 2: 2048, 4: 1536, 8: 2048}
 # The vec16 steps: (XOR-swizzled tile, register transposes of 4-byte words for 1- and 2-byte elements).
 VEC16_STEPS = {"vec16_unswizzled": (False, False), "vec16_swizzled": (True, False), "fast": (True, True)}
 
@@ -55,14 +59,10 @@ def vec16_shape(itemsize: int, aligned: bool) -> tuple[int, int, int]:
     return (VEC16_SHAPE if aligned else VEC16_SHAPE_MISALIGNED)[itemsize]
 
 
-def vec16_min_blocks(itemsize: int, aligned: bool, word_gather: bool, threads: int) -> int:
-    """Blocks per SM the kernel's registers must allow (the kernel caps it at what the SM holds). Misaligned tiles ask
-    for a full SM (2048 threads: 32 registers at 512): given a free hand ptxas takes 44-48, 3 blocks fit, and f32 and
-    f64 at 8191x8193 measured 0.67 against 0.82-0.85 of memcpy on an H100. The word gather of misaligned bytes asks
-    for 1536 threads (40 registers): at 32 it spills, and measured 0.65 against 0.77."""
-    if aligned:
-        return 1
-    return (1536 if word_gather and itemsize == 1 else 2048) // threads
+def vec16_min_blocks(itemsize: int, aligned: bool, threads: int) -> int:
+    """Blocks per SM the kernel's registers must allow (the kernel caps it at what the SM holds): see
+    VEC16_MISALIGNED_SM_THREADS; aligned tiles leave ptxas a free hand."""
+    return 1 if aligned else VEC16_MISALIGNED_SM_THREADS[itemsize] // threads
 
 
 def vec16_orders(itemsize: int) -> tuple[tuple[bool, int], ...]:
@@ -86,7 +86,7 @@ def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: b
     # (8191x8193 on an H100: 0.92 of memcpy against 0.85 with store_words_shifted).
     word_gather = word_gather and (itemsize == 1 or itemsize == 2 and aligned)
     seam = 16 if aligned else seam or VEC16_SEAM[itemsize]
-    min_blocks = min_blocks or vec16_min_blocks(itemsize, aligned, word_gather, threads)
+    min_blocks = min_blocks or vec16_min_blocks(itemsize, aligned, threads)
     return (f"transpose_vec16<{_UINT[itemsize]}, {ic}, {oc}, {threads}, {_flag(aligned)}, {_flag(swizzle)}, "
             f"{_flag(word_gather)}, {seam}, {min_blocks}, {group_shift}>")
 
