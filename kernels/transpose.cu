@@ -390,8 +390,9 @@ __device__ __forceinline__ void store_words_shifted(char* out, index_t rows, ind
 
 // One block per tile of TR x TC elements (OC x IC units), 16-byte accesses throughout:
 //   phase 1: IC lanes per tile row read one unit each (all of a thread's loads in flight before any use), realign
-//            rows that start mid-unit with their right neighbour's unit (a shuffle), store units to shared memory;
-//   phase 2: 8 lanes per output row segment gather and store one unit each (store_column or store_words).
+//            rows that start mid-unit with their left neighbour's unit (a shuffle), store units to shared memory;
+//   phase 2: 8 lanes per output row segment gather and store one unit each (store_column, store_words or
+//            store_words_shifted).
 // ALIGNED: both arrays start on a unit and both row lengths are whole units (chosen by the host), so nothing moves
 // and tiles follow each other every TR rows; otherwise every TR - SEAM / E rows (see store_column).
 // MIN_BLOCKS: the blocks per SM that ptxas must leave registers for (the host's choice, see vec16_min_blocks), at most
