@@ -327,17 +327,18 @@ __device__ __forceinline__ void store_words(char* out, index_t rows, index_t r0,
     }
 }
 
-// Bytes on misaligned rows (halfwords measured faster with store_column): the 4 columns of a word start their
-// output rows at different shifts t (bytes into a SEAM-byte seam), so lanes gather aligned V-row vectors of W
-// columns (rows V v .. V v + V - 1, as store_words does) and cut each column's output unit from two consecutive
-// vectors at that column's shift. The unit whose head is vector v takes vector v - 1 from lane k - 1 by a shuffle.
-// Lane k holds vector v0 + k and rounds step 7 vectors: lane 0 only feeds lane 1 (lane 7 wrote its unit the round
-// before), which carries no registers across rounds (an int8 tile needs 8 vectors: one round).
+// Bytes on misaligned rows (halfwords measured faster with store_column, so only bytes come here): the 4 columns
+// of a word start their output rows at different shifts t (bytes into a SEAM-byte seam), so lanes gather aligned
+// V-row vectors of W columns (rows V v .. V v + V - 1, as store_words does) and cut each column's output unit from
+// two consecutive vectors at that column's shift. The unit whose head is vector v takes vector v - 1 from lane
+// k - 1 by a shuffle. Lane k holds vector v0 + k and rounds step 7 vectors: lane 0 only feeds lane 1 (lane 7 wrote
+// its unit the round before), which carries no registers across rounds (an int8 tile needs 8 vectors: one round).
 template <typename T, int ROW_UNITS, bool SWIZZLE, int SEAM, int TR>
 __device__ __forceinline__ void store_words_shifted(char* out, index_t rows, index_t r0, index_t c0,
                                                     const unsigned char* smem, int c_first, int rows_here,
                                                     int cols_here, int own, bool top, int k) {
     constexpr int E = sizeof(T), V = 16 / E, W = 4 / E, SEAM_UNITS = SEAM / 16, STEP = 7;
+    static_assert(E == 1, "bytes only (the host's vec16_expression)");
     const index_t row_bytes = rows * E;
     char* const seg0 = out + ((c0 + c_first) * rows + r0) * E;  // column c_first's output row at tile row 0
     const int vectors = (own + SEAM / E + V - 1) / V;  // past the head vector of every unit this tile writes
