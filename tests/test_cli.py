@@ -129,7 +129,11 @@ def test_the_default_sizes_are_the_documented_ones():
     assert "float32 4096×4096×4096 (m×k×n), A F-order and B F-order" in labels["matmul"]
     assert {f"{t} {d}" for t in ("int8", "float16", "float32", "float64")
             for d in ("1024×262144", "262144×1024", "8191×8193", "16384×16384")} <= set(labels["transpose"])
-    assert len(labels["matvec"]) == 2 * 4 * 2
+    assert len(labels["matvec"]) == 2 * 4 * 2 + 4
+    per_call = [c for c in _bench.default_cases("matvec", False) if c.per_call]
+    assert {(c.dtype, c.dims, c.order) for c in per_call} == {(t, (4096, 4096), o) for t in ("float32", "float64")
+                                                              for o in "CF"}
+    assert all(c.fast_only and c.label.endswith(", per call") for c in per_call)
     layout_rows = [c for c in _bench.default_cases("matmul", False) if c.fast_only]
     assert {c.matmul_orders for c in layout_rows} == {("F", "C"), ("C", "F"), ("F", "F")}
 
