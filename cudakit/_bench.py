@@ -317,8 +317,8 @@ def default_cases(op: str, quick: bool) -> list[Case]:
             return [Case(op, f32, (4096, 4096), "C", True), Case(op, f32, (4096, 4096), "F"),
                     Case(op, f32, (4194304, 64), "C")]
         shapes = ((16384, 16384), (4096, 4096), (4194304, 64), (64, 4194304))
-        # 4096² again per call: the kernel is about as short as CuPy's host time for `A @ x`, so a loop of calls
-        # sees that host time too (the GPU-time rows hide it: the timed runs are queued behind a busy GPU)
+        # 4096² again per call: whether a loop of calls sees CuPy's host time for `A @ x` at a kernel this short,
+        # which the GPU-time rows hide (their runs are queued behind a busy GPU). On an H100 it did not.
         per_call = [Case(op, t, (4096, 4096), o, fast_only=True, per_call=True) for t in (f32, f64) for o in "CF"]
         return [Case(op, t, s, o, t == f32 and s == shapes[0] and o == "C")
                 for t in (f32, f64) for s in shapes for o in ("C", "F")] + per_call
