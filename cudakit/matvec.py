@@ -16,13 +16,11 @@ FAMILY = "matvec"
 SEED_THREADS = 1024  # seed 000's block (and x tile) size
 WARP_ROW_THREADS = 256  # 8 rows per block in warp_per_row
 FAST_THREADS = 256  # FAST_THREADS in kernels/matvec.cu
-ROW_UNROLL = 4  # 16-byte loads in flight per lane (each with its x load), row-major kernel
-# The same for rows long enough to give all 32 lanes of a warp that many: 8 measured 6% faster than 4 for float
-# at 16384^2; for double, 8 needs 70 registers (3 blocks per SM instead of 4) and measured 3-15% slower.
-LONG_ROW_UNROLL = {"float": 8, "double": 4}
-# ... except when the row tiles make between one and two waves of it (no split, a ragged second wave): the 8-deep
-# float kernel fits 3 blocks per SM, not 4, and at 4096^2 (512 tiles) its 1.3 waves measured 28.4 us against the
-# 4-deep kernel's single wave at 27.1 us (H100, tools/matvec_probe.py --sweep).
+# 16-byte loads in flight per lane (each with its x load), row-major kernel, for every row length. With 8 for long
+# float rows, NVRTC 12 gives 80 registers (3 blocks of 256 per SM; 62 with 4): 16384² is 2048 row tiles, 5.2 waves of
+# 396 blocks against 3.9 of 528, and measured 373-378 us against 352-359 with 4 at 16384², 8192x32768 and
+# 64x4194304 on an H100 (cuBLAS 361-364), in five processes on three machines.
+ROW_UNROLL = 4
 COL_UNROLL = 4  # columns in flight per thread, column-major kernel (8: no faster; 10% slower at 4M x 64 double)
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 MIN_STEPS = 2  # a chunk gives each lane at least this many unrolled steps
@@ -44,7 +42,6 @@ def instantiations(dtype) -> tuple[str, ...]:
     seeds = ("mat_vec_mul", "mat_vec_mul_tiles", "warp_per_row")
     names = [f"{k}<{t}, {_bool(f)}>" for k in seeds for f in (False, True)]
     names += [f"matvec_rowmajor<{t}, {_bool(v)}, {g}, {ROW_UNROLL}>" for v in (True, False) for g in GROUPS]
-    names += [f"matvec_rowmajor<{t}, {_bool(v)}, 32, {LONG_ROW_UNROLL[t]}>" for v in (True, False)]
     names += [f"matvec_colmajor<{t}, {_bool(v)}, {r}, {COL_UNROLL}>" for v in (True, False) for r in ROW_LANES]
     return tuple(dict.fromkeys(names))
 
@@ -103,7 +100,7 @@ class Plan:
 def plan(A, x, *, split: bool = True, **tuning) -> Plan:
     """The fast variant's launch plan for A @ x (A C- or F-contiguous, x contiguous), cached per shape and layout.
 
-    tuning (for tools/matvec_probe.py): row_unroll, long_row_unroll, col_unroll, persistent, blocks_per_sm.
+    tuning (for tools/matvec_probe.py): row_unroll, col_unroll, persistent, blocks_per_sm.
     """
     col_major = _col_major(A)
     aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)
@@ -118,13 +115,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     if not col_major:
         vector = aligned and n % width == 0
         nv = n // width if vector else n
-        unroll = knobs.get("long_row_unroll", LONG_ROW_UNROLL[t])
-        if nv >= 32 * unroll and "long_row_unroll" not in knobs:
-            resident = _resident_blocks(f"matvec_rowmajor<{t}, {_bool(vector)}, 32, {unroll}>", dtype, device_id)
-            if resident <= -(-m // (FAST_THREADS // 32)) < 2 * resident:  # between one and two waves of row tiles
-                unroll = ROW_UNROLL
-        if nv < 32 * unroll:
-            unroll = knobs.get("row_unroll", ROW_UNROLL)
+        unroll = knobs.get("row_unroll", ROW_UNROLL)
         group = min(32, _pow2_floor(nv // unroll))  # lanes per row: each gets >= unroll loads when it can
         tiles = -(-m // (FAST_THREADS // group))
         step = group * unroll
