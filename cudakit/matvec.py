@@ -16,11 +16,13 @@ FAMILY = "matvec"
 SEED_THREADS = 1024  # seed 000's block (and x tile) size
 WARP_ROW_THREADS = 256  # 8 rows per block in warp_per_row
 FAST_THREADS = 256  # FAST_THREADS in kernels/matvec.cu
-# 16-byte loads in flight per lane (each with its x load), row-major kernel, for every row length. With 8 for long
-# float rows, NVRTC 12 gives 80 registers (3 blocks of 256 per SM; 62 with 4): 16384² is 2048 row tiles, 5.2 waves of
-# 396 blocks against 3.9 of 528, and measured 373-378 us against 352-359 with 4 at 16384², 8192x32768 and
-# 64x4194304 on an H100 (cuBLAS 361-364), in five processes on three machines.
-ROW_UNROLL = 4
+ROW_UNROLL = 4  # 16-byte loads in flight per lane (each with its x load), row-major kernel
+# Rows of at least this many bytes take a whole block each, the grid one resident wave striding over rows. A warp
+# per row made 2048 tiles of 8 rows at 16384², and the time followed how the waves of tiles fell as the kernel's
+# registers moved: 352 us at 4 blocks per SM (3.9 waves), 374 at 3 (5.2). A block per row measured 346-350 either
+# way; 8192x32768 358 -> 350 us, 2048x65536 189 -> 178, 3x2^24 113 -> 98 (float32, H100; cuBLAS 361, 183, 124).
+# Shorter rows stay a warp each: float64 4096² (32 KB rows) measured 50.3 -> 51.2 us.
+BLOCK_ROW_BYTES = 64 * 1024
 COL_UNROLL = 4  # columns in flight per thread, column-major kernel (8: no faster; 10% slower at 4M x 64 double)
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 MIN_STEPS = 2  # a chunk gives each lane at least this many unrolled steps
@@ -41,7 +43,8 @@ def instantiations(dtype) -> tuple[str, ...]:
     t = _ctype(dtype)
     seeds = ("mat_vec_mul", "mat_vec_mul_tiles", "warp_per_row")
     names = [f"{k}<{t}, {_bool(f)}>" for k in seeds for f in (False, True)]
-    names += [f"matvec_rowmajor<{t}, {_bool(v)}, {g}, {ROW_UNROLL}>" for v in (True, False) for g in GROUPS]
+    names += [f"matvec_rowmajor<{t}, {_bool(v)}, {g}, {ROW_UNROLL}>" for v in (True, False)
+              for g in GROUPS + (FAST_THREADS,)]
     names += [f"matvec_colmajor<{t}, {_bool(v)}, {r}, {COL_UNROLL}>" for v in (True, False) for r in ROW_LANES]
     return tuple(dict.fromkeys(names))
 
@@ -100,7 +103,7 @@ class Plan:
 def plan(A, x, *, split: bool = True, **tuning) -> Plan:
     """The fast variant's launch plan for A @ x (A C- or F-contiguous, x contiguous), cached per shape and layout.
 
-    tuning (for tools/matvec_probe.py): row_unroll, col_unroll, persistent, blocks_per_sm.
+    tuning (for tools/matvec_probe.py): row_unroll, block_rows, col_unroll, persistent, blocks_per_sm.
     """
     col_major = _col_major(A)
     aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)
@@ -117,6 +120,8 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         nv = n // width if vector else n
         unroll = knobs.get("row_unroll", ROW_UNROLL)
         group = min(32, _pow2_floor(nv // unroll))  # lanes per row: each gets >= unroll loads when it can
+        if n * dtype.itemsize >= BLOCK_ROW_BYTES and knobs.get("block_rows", True):
+            group = FAST_THREADS
         tiles = -(-m // (FAST_THREADS // group))
         step = group * unroll
         name = f"matvec_rowmajor<{t}, {_bool(vector)}, {group}, {unroll}>"
@@ -145,9 +150,9 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     chunk = -(-reduced // chunks)
     chunk = -(-chunk // step) * step  # whole unrolled steps in every chunk but the last
     chunks = -(-reduced // chunk)
-    # Long rows, unsplit, are the exception: a block per row tile. At 16384^2 (2048 tiles, 396 resident blocks) the
-    # persistent grid measured 363.8 us (float) and 703.5 us (double) against 357.5 and 695.6 (H100, matvec_probe
-    # --sweep), and the bench had it 4% behind warp_per_row, which launches a block per tile.
+    # A warp per long row, unsplit, is the exception: a block per row tile. At 16384^2 (2048 tiles, 396 resident
+    # blocks) the persistent grid measured 363.8 us (float) and 703.5 us (double) against 357.5 and 695.6 (H100,
+    # matvec_probe --sweep), and the bench had it 4% behind warp_per_row, which launches a block per tile.
     persistent = PERSISTENT and not (long_rows and chunks == 1)
     grid = min(tiles, max(1, target // chunks)) if knobs.get("persistent", persistent) else tiles
     return Plan(name, vector, tiles, grid, chunks, chunk)

@@ -95,13 +95,13 @@ __device__ __forceinline__ void finish_tile(const T* partial, index_t m, index_t
     }
 }
 
-// Fast, row-major A: a group of TPR lanes per row (TPR = 32 for long rows, fewer for short ones so no lane idles),
-// UNROLL independent loads per lane, a shuffle reduction inside the group. A block takes FAST_THREADS / TPR rows
-// at a time and strides over such tiles (tiles = ceil(m / rows per tile); a grid smaller than that saves block
-// launches when each tile is short work). blockIdx.y splits the rows into chunks of `chunk` vectors so that few,
-// long rows still fill the GPU; each chunk writes its partial sums to dst[blockIdx.y * m + row] and finish_tile
-// adds them into out (dst is out itself when there is one chunk). VECTOR needs n % Vec16<T>::n == 0 and 16-byte
-// aligned A and x.
+// Fast, row-major A: a group of TPR lanes per row (the whole block for very long rows, 32 for long ones, fewer for
+// short ones so no lane idles), UNROLL independent loads per lane, a shuffle (or block) reduction inside the
+// group. A block takes FAST_THREADS / TPR rows at a time and strides over such tiles (tiles = ceil(m / rows per
+// tile); a grid smaller than that saves block launches when each tile is short work). blockIdx.y splits the rows
+// into chunks of `chunk` vectors so that few, long rows still fill the GPU; each chunk writes its partial sums to
+// dst[blockIdx.y * m + row] and finish_tile adds them into out (dst is out itself when there is one chunk). VECTOR
+// needs n % Vec16<T>::n == 0 and 16-byte aligned A and x.
 template <typename T, bool VECTOR, int TPR, int UNROLL>
 __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restrict__ A, const T* __restrict__ x,
                                                                 index_t m, index_t n, index_t chunk, T* dst, T* out,
@@ -137,10 +137,15 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
         T s = acc[0];
 #pragma unroll
         for (int u = 1; u < UNROLL; ++u) s += acc[u];
-        // Every lane of the warp takes part (rows past m hold 0), so the full mask is valid; the xor offsets stay
-        // inside each aligned group of TPR lanes.
+        if constexpr (TPR == FAST_THREADS) {  // a block per row: row < m is the same in every thread
+            __shared__ T warp_sums[32];
+            s = block_sum(s, warp_sums);
+        } else {
+            // Every lane of the warp takes part (rows past m hold 0), so the full mask is valid; the xor offsets
+            // stay inside each aligned group of TPR lanes.
 #pragma unroll
-        for (int offset = TPR / 2; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+            for (int offset = TPR / 2; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+        }
         if (row < m && lane == 0) dst[(index_t)blockIdx.y * m + row] = s;
         if (gridDim.y > 1) {
             const index_t row0 = tile * ROWS;

@@ -12,9 +12,10 @@ mv = importlib.import_module("cudakit.matvec")  # the module (cudakit.matvec is 
 VARIANTS = [v.name for v in cudakit.variants("matvec")]
 DTYPES = [np.float32, np.float64]
 SHAPES = [(1, 1), (1, 4097), (4097, 1), (7, 13), (97, 1013), (1024, 1024), (4097, 4097), (3, 100_003),
-          (100_003, 3), (0, 5), (5, 0)]
-# Aligned shapes that reach the fast kernels' vector paths, split (few rows or columns) and unsplit.
-FAST_PATH_SHAPES = [(8, 1 << 16), (1 << 16, 8), (40, 20_000), (20_000, 40), (512, 2048), (2048, 512)]
+          (100_003, 3), (0, 5), (5, 0), (2999, 16_385)]
+# Aligned shapes that reach the fast kernels' vector paths, split (few rows or columns) and unsplit; the first and the
+# last have rows long enough for a block each (the last: more rows than resident blocks).
+FAST_PATH_SHAPES = [(8, 1 << 16), (1 << 16, 8), (40, 20_000), (20_000, 40), (512, 2048), (2048, 512), (3000, 16_384)]
 
 pytestmark = pytest.mark.gpu
 
@@ -54,7 +55,7 @@ def test_fast_path_shapes_cover_vector_split_and_unsplit_plans(dtype, order):
     assert any(p.chunks > 1 for p in plans) and any(p.chunks == 1 for p in plans)
 
 
-KNOBS = [{"persistent": False}, {"row_unroll": 2},
+KNOBS = [{"persistent": False}, {"block_rows": False}, {"row_unroll": 2},
          {"row_unroll": 8}, {"col_unroll": 2}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
          {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"row_unroll": 8, "blocks_per_sm": 8},
          {"row_unroll": 8, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16}]  # tools/matvec_probe.py's
@@ -71,6 +72,21 @@ def test_fast_plans_under_other_tuning(knobs, dtype, order):
         out = poisoned((shape[0],), dtype)
         mv._run_plan(A, x, out, p)
         assert_close(out, _reference(A, x), dtype, shape[1], f"{knobs} {order} {shape} {p}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_long_rows_take_a_block_each(dtype):
+    """Rows of BLOCK_ROW_BYTES or more: a block per row, one resident wave of blocks striding over the rows."""
+    n = mv.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize
+    for m, n, block in ((3000, n, True), (3000, n - 16, False)):
+        A, x = random_array((m, n), dtype), random_array(n, dtype)
+        p = mv.plan(A, x)
+        assert (f", {mv.FAST_THREADS}, " in p.kernel) == block, p
+        if block:
+            assert p.chunks == 1 and p.tiles == m and p.grid < m, p
+        out = poisoned((m,), dtype)
+        mv._run_plan(A, x, out, p)
+        assert_close(out, _reference(A, x), dtype, n, f"{p}")
 
 
 def test_fast_reads_transposed_views_in_place(monkeypatch):
