@@ -13,6 +13,7 @@ import cudakit
 from cudakit import _tune
 
 matmul = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
+matvec = importlib.import_module("cudakit.matvec")
 
 cupy.cuda.set_allocator(None)
 rng = np.random.default_rng()
@@ -53,6 +54,10 @@ def main(small: bool) -> int:
                 for order in ("C", "F"):
                     cudakit.matvec(rand((m, n), dtype, order), rand(n, dtype), variant=v.name, check=True)
                     runs += 1
+        n = matvec.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize  # a block per row, striding over more rows than blocks
+        for m, cols in ((1200, n), (1201, n + 1), (2, 8 * n + 3)):
+            cudakit.matvec(rand((m, cols), dtype), rand(cols, dtype), check=True)
+            runs += 1
         for v in cudakit.variants("dot"):
             for n in dt:
                 cudakit.dot(rand(n, dtype), rand(n, dtype), variant=v.name, check=True)
