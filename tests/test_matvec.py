@@ -55,7 +55,7 @@ def test_fast_path_shapes_cover_vector_split_and_unsplit_plans(dtype, order):
     assert any(p.chunks > 1 for p in plans) and any(p.chunks == 1 for p in plans)
 
 
-KNOBS = [{"persistent": False}, {"block_rows": False}, {"row_unroll": 2},
+KNOBS = [{"persistent": False}, {"balanced": False}, {"block_rows": False}, {"row_unroll": 2},
          {"row_unroll": 8}, {"col_unroll": 2}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
          {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"row_unroll": 8, "blocks_per_sm": 8},
          {"row_unroll": 8, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16}]  # tools/matvec_probe.py's

@@ -32,7 +32,7 @@ SHAPES = [(16384, 16384), (4096, 4096), (4194304, 64), (64, 4194304)]
 GOALS = {(16384, 16384): ("ceiling", 0.92), (4096, 4096): ("cublas", 1.3), (4194304, 64): ("ceiling", 0.85),
          (64, 4194304): ("ceiling", 0.85)}
 # Tuning knobs of cudakit.matvec.plan tried beside the defaults (tests/test_matvec.py checks each for correctness).
-SWEEP = [{"persistent": False}, {"block_rows": False}, {"row_unroll": 2},
+SWEEP = [{"persistent": False}, {"balanced": False}, {"block_rows": False}, {"row_unroll": 2},
          {"row_unroll": 8}, {"col_unroll": 2}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
          {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"row_unroll": 8, "blocks_per_sm": 8},
          {"row_unroll": 8, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16}]
