@@ -24,6 +24,10 @@ ROW_UNROLL = 4  # 16-byte loads in flight per lane (each with its x load), row-m
 # Shorter rows stay a warp each: float64 4096² (32 KB rows) measured 50.3 -> 51.2 us.
 BLOCK_ROW_BYTES = 64 * 1024
 COL_UNROLL = 4  # columns in flight per thread, column-major kernel (8: no faster; 10% slower at 4M x 64 double)
+# Column-major plans split the columns into chunks for at most this many blocks per SM (the float kernels fit 5):
+# float32 F-order 64x4194304 397.5 -> 363.2 us, 1024x65536 96.8 -> 94.1, 4096² 29.3 -> 28.6, 16384² 349.4 -> 351.0,
+# 8192² and float64 unchanged (H100).
+COL_SPLIT_BLOCKS_PER_SM = 4
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 # ... with as few blocks as give the same rounds of tiles, so that every block strides over as many tiles and none
 # runs a last round alone: float32 100000x1000 F-order 147.4 -> 141.8 us, 1200x16384 31.9 -> 31.2, 4194304x64
@@ -146,11 +150,12 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         reduced = n
         long_rows = False
     target = _resident_blocks(name, dtype, device_id)
+    split_target = min(target, COL_SPLIT_BLOCKS_PER_SM * sm_count(device_id)) if col_major else target
     if "blocks_per_sm" in knobs:
-        target = knobs["blocks_per_sm"] * sm_count(device_id)
+        target = split_target = knobs["blocks_per_sm"] * sm_count(device_id)
     chunks = 1
     if split:
-        chunks = max(1, min(target // tiles, reduced // (step * MIN_STEPS), 65535))
+        chunks = max(1, min(split_target // tiles, reduced // (step * MIN_STEPS), 65535))
     chunk = -(-reduced // chunks)
     chunk = -(-chunk // step) * step  # whole unrolled steps in every chunk but the last
     chunks = -(-reduced // chunk)
