@@ -77,8 +77,8 @@ def test_fast_plans_under_other_tuning(knobs, dtype, order):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_long_rows_take_a_block_each(dtype):
     """Rows of BLOCK_ROW_BYTES or more: a block per row, one resident wave of blocks striding over the rows."""
-    n = mv.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize
-    for m, n, block in ((3000, n, True), (3000, n - 16, False)):
+    long_row = mv.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize
+    for m, n, block in ((3000, long_row, True), (3000, long_row - 16, False)):
         A, x = random_array((m, n), dtype), random_array(n, dtype)
         p = mv.plan(A, x)
         assert (f", {mv.FAST_THREADS}, " in p.kernel) == block, p
