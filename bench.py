@@ -4,7 +4,7 @@ import sys
 
 if __name__ == "__main__":
     try:
-        from cudakit._bench import main
+        from cudakit.bench.cli import main
     except ImportError as exc:
         sys.exit(f"bench.py cannot import cudakit ({exc}); run it from the repository root or pip install -e .")
     sys.exit(main())

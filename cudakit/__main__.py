@@ -38,7 +38,7 @@ def info(console) -> None:
     import cupy
     from rich.table import Table
 
-    from ._bench import device_facts, device_rows
+    from .bench.device import device_facts, device_rows
 
     for device_id in range(cupy.cuda.runtime.getDeviceCount()):
         table = Table(title=f"device {device_id}", title_justify="left", show_header=False)
@@ -67,7 +67,7 @@ def tune(console) -> int:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    from ._bench import no_gpu_reason
+    from .bench.device import no_gpu_reason
 
     reason = no_gpu_reason()
     if reason is not None:

@@ -10,7 +10,6 @@ import functools
 import json
 import math
 import os
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -233,43 +232,6 @@ def best_pair(rates: dict, sms: int) -> tuple[Tile, Tile]:
     return best
 
 
-def time_ms(fn, reps: int = 10, rounds: int = 5) -> float:
-    """Median over `rounds` of the mean time of `reps` back-to-back calls, by CUDA events on the current stream.
-
-    The calls are captured in a CUDA graph when the stream allows it, so the host's launch overhead stays out.
-    """
-    import cupy
-
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with stream:
-        fn()  # warm-up: compile, load, first touch
-        run = None
-        try:
-            stream.begin_capture()
-            try:
-                for _ in range(reps):
-                    fn()
-            finally:
-                graph = stream.end_capture()
-            run = graph.launch
-        except Exception:  # no graph capture here: time plain back-to-back launches
-            run = None
-        if run is None:
-            def run():
-                for _ in range(reps):
-                    fn()
-        run()
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        times = []
-        for _ in range(rounds):
-            start.record(stream)
-            run()
-            end.record(stream)
-            end.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, end) / reps)
-    return statistics.median(times)
-
-
 def _say(console, text: str) -> None:
     if console is not None:
         console.print(text)
@@ -282,6 +244,7 @@ def _measure(matmul, tile: Tile, dtype, console) -> dict:
     import cupy
 
     from . import _check
+    from .bench.timing import replay
 
     rates = {}
     for m, n, k in TUNE_SHAPES[dtype]:
@@ -297,8 +260,8 @@ def _measure(matmul, tile: Tile, dtype, console) -> dict:
         if not err <= _check.tolerance(dtype, k):
             _say(console, f"  {dtype.name} {tile.name}: WRONG at {m}x{n}x{k} (relative error {err:.2e}), skipped")
             return {}
-        ms = time_ms(lambda: matmul.run_fast_tile(tile, a, b, out))
-        rates[(m, n, k)] = 2.0 * m * n * k / (ms * 1e-3) / 1e12
+        seconds = replay(lambda: matmul.run_fast_tile(tile, a, b, out)).median
+        rates[(m, n, k)] = 2.0 * m * n * k / seconds / 1e12
     return rates
 
 

@@ -37,22 +37,16 @@ def pytest_configure(config):
 def random_array(shape, dtype, order="C"):
     """Fresh random data every call, drawn as the bench draws it (floats uniform in [0.5, 1.5): never zeros, and
     positive, so ||ref|| carries no cancellation), in C or F order."""
-    import cupy
+    from cudakit.testing import random_array as draw
 
-    from cudakit._bench import random_array as draw
-
-    return cupy.asarray(draw(shape, dtype), order=order)
+    return draw(shape, dtype, order)
 
 
 def poisoned(shape, dtype):
     """An output buffer full of NaN (floats) or a fixed bit pattern: an element the kernel skips stays wrong."""
-    import cupy
+    from cudakit.testing import poisoned as draw
 
-    from cudakit._bench import poison
-
-    out = cupy.empty(shape, np.dtype(dtype))
-    poison(out)
-    return out
+    return draw(shape, dtype)
 
 
 def assert_close(out, ref64, dtype, k, what=""):
@@ -73,7 +67,7 @@ def on_a_side_stream(op, out):
     """
     import cupy
 
-    from cudakit._bench import poison
+    from cudakit.testing import poison
 
     inputs_ready = cupy.cuda.get_current_stream().record()
     side = cupy.cuda.Stream(non_blocking=True)

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from cudakit import _bench
+from cudakit.bench import cli, device, render, roofline, runner, timing
+from cudakit.bench.base import Case
+from cudakit.bench.registry import BENCHES, OPS
 
 ROOT = Path(__file__).resolve().parents[1]
 HIDE_GPU = {"CUDA_VISIBLE_DEVICES": ""}
@@ -71,58 +73,58 @@ def test_percentile_matches_numpy_on_synthetic_samples():
     for n in (1, 2, 3, 10, 11, 257):
         xs = rng.lognormal(size=n)
         for q in (0, 10, 50, 90, 100):
-            assert _bench.percentile(list(xs), q) == pytest.approx(float(np.percentile(xs, q)), rel=1e-12)
+            assert timing.percentile(list(xs), q) == pytest.approx(float(np.percentile(xs, q)), rel=1e-12)
 
 
 def test_summarize_median_and_spread():
-    s = _bench.summarize([5.0, 1.0, 3.0, 2.0, 4.0])  # order does not matter
+    s = timing.summarize([5.0, 1.0, 3.0, 2.0, 4.0])  # order does not matter
     assert (s.median, s.n) == (3.0, 5)
     assert (s.p10, s.p90) == pytest.approx((1.4, 4.6))
     assert s.spread == pytest.approx((4.6 - 1.4) / 3.0)
-    assert _bench.summarize([1.0, 2.0, 3.0, 4.0]).median == 2.5
-    one = _bench.summarize([7.0])
+    assert timing.summarize([1.0, 2.0, 3.0, 4.0]).median == 2.5
+    one = timing.summarize([7.0])
     assert (one.median, one.p10, one.p90, one.spread) == (7.0, 7.0, 7.0, 0.0)
 
 
 def test_wide_spread_flag():
-    tight = _bench.summarize([1.0] * 20 + [1.05])
-    assert not _bench.is_wide(tight)
-    wide = _bench.summarize([1.0] * 8 + [1.5] * 4)
-    assert wide.spread == pytest.approx(0.5) and _bench.is_wide(wide)
-    assert not _bench.is_wide(_bench.summarize([1.0, 2.0]))  # two runs say nothing about the spread
-    assert _bench.is_wide(_bench.summarize([1.0, 1.0, 1.2]), limit=0.05)
+    tight = timing.summarize([1.0] * 20 + [1.05])
+    assert not timing.is_wide(tight)
+    wide = timing.summarize([1.0] * 8 + [1.5] * 4)
+    assert wide.spread == pytest.approx(0.5) and timing.is_wide(wide)
+    assert not timing.is_wide(timing.summarize([1.0, 2.0]))  # two runs say nothing about the spread
+    assert timing.is_wide(timing.summarize([1.0, 1.0, 1.2]), limit=0.05)
 
 
 def test_statistics_refuse_nonsense():
     with pytest.raises(ValueError):
-        _bench.summarize([])
+        timing.summarize([])
     with pytest.raises(ValueError):
-        _bench.percentile([1.0], 101)
+        timing.percentile([1.0], 101)
 
 
 # ---------------------------------------------------------------------------------------------------- accounting
 def test_case_flops_and_bytes():
-    assert _bench.Case("matmul", "float32", (2, 3, 4)).flops == 2 * 2 * 3 * 4
-    assert _bench.Case("matmul", "float32", (2, 3, 4)).bytes == 4 * (2 * 3 + 3 * 4 + 2 * 4)
-    assert _bench.Case("matvec", "float64", (5, 7)).bytes == 8 * (5 * 7 + 7 + 5)
-    assert _bench.Case("matvec", "float64", (5, 7)).flops == 2 * 35
-    assert _bench.Case("dot", "float32", (1024,)).bytes == 4 * 2048
-    t = _bench.Case("transpose", "int8", (3, 5))
+    assert Case("matmul", "float32", (2, 3, 4)).flops == 2 * 2 * 3 * 4
+    assert Case("matmul", "float32", (2, 3, 4)).bytes == 4 * (2 * 3 + 3 * 4 + 2 * 4)
+    assert Case("matvec", "float64", (5, 7)).bytes == 8 * (5 * 7 + 7 + 5)
+    assert Case("matvec", "float64", (5, 7)).flops == 2 * 35
+    assert Case("dot", "float32", (1024,)).bytes == 4 * 2048
+    t = Case("transpose", "int8", (3, 5))
     assert (t.flops, t.bytes) == (0, 2 * 15)
-    assert _bench.Case("dot", "float32", (2**20,)).label == "float32 2^20"
-    assert "F-order" in _bench.Case("matvec", "float32", (4, 4), "F").label
+    assert Case("dot", "float32", (2**20,)).label == "float32 2^20"
+    assert "F-order" in Case("matvec", "float32", (4, 4), "F").label
 
 
 @pytest.mark.parametrize("quick", [False, True])
 def test_every_op_has_cases_and_one_headline(quick):
-    for op in _bench.OPS:
-        cases = _bench.default_cases(op, quick)
+    for op in OPS:
+        cases = BENCHES[op].cases(quick)
         assert cases and sum(c.headline for c in cases) == 1
         assert len({c.label for c in cases}) == len(cases)
 
 
 def test_the_default_sizes_are_the_documented_ones():
-    labels = {op: [c.label for c in _bench.default_cases(op, False)] for op in _bench.OPS}
+    labels = {op: [c.label for c in BENCHES[op].cases(False)] for op in OPS}
     assert "float64 16384×16384" in labels["transpose"] and "int8 8191×8193" in labels["transpose"]
     assert "float64 2^27" in labels["dot"] and "float32 2^28" in labels["dot"]
     assert "float32 4097×4095×4099 (m×k×n)" in labels["matmul"]
@@ -130,11 +132,11 @@ def test_the_default_sizes_are_the_documented_ones():
     assert {f"{t} {d}" for t in ("int8", "float16", "float32", "float64")
             for d in ("1024×262144", "262144×1024", "8191×8193", "16384×16384")} <= set(labels["transpose"])
     assert len(labels["matvec"]) == 2 * 4 * 2 + 4
-    per_call = [c for c in _bench.default_cases("matvec", False) if c.per_call]
+    per_call = [c for c in BENCHES["matvec"].cases(False) if c.per_call]
     assert {(c.dtype, c.dims, c.order) for c in per_call} == {(t, (4096, 4096), o) for t in ("float32", "float64")
                                                               for o in "CF"}
     assert all(c.fast_only and c.label.endswith(", per call") for c in per_call)
-    layout_rows = [c for c in _bench.default_cases("matmul", False) if c.fast_only]
+    layout_rows = [c for c in BENCHES["matmul"].cases(False) if c.fast_only]
     assert {c.matmul_orders for c in layout_rows} == {("F", "C"), ("C", "F"), ("F", "F")}
 
 
@@ -155,9 +157,9 @@ def synthetic_results() -> dict:
         r.update(extra)
         return r
 
-    tr = _bench.Case("transpose", "float32", (1024, 1024), headline=True)
-    dot = _bench.Case("dot", "float32", (2**16,), headline=True)
-    mm = _bench.Case("matmul", "float32", (4096, 4096, 4096), headline=True)
+    tr = Case("transpose", "float32", (1024, 1024), headline=True)
+    dot = Case("dot", "float32", (2**16,), headline=True)
+    mm = Case("matmul", "float32", (4096, 4096, 4096), headline=True)
     exact = {"kind": "exact", "value": True}
     rel = {"kind": "rel", "value": 1e-7, "k": 4096, "sampled_rows": 258}
     rows = [
@@ -191,7 +193,7 @@ def rendered(table) -> str:
 
 def test_derive_fractions_speedups_and_verdicts():
     res = synthetic_results()
-    _bench.derive(res)
+    runner.derive(res)
     by = {(r["op"], r["name"]): r for r in res["rows"]}
     naive = by["transpose", "transposeNaive"]
     assert naive["fraction"] == pytest.approx(2e-3 / 8e-3)  # against the memcpy of the same bytes
@@ -211,8 +213,8 @@ def test_derive_fractions_speedups_and_verdicts():
 
 def test_tables_show_every_row_and_its_notes():
     res = synthetic_results()
-    _bench.derive(res)
-    text = {op: rendered(_bench.family_table(res, op)) for op in ("transpose", "dot", "matmul")}
+    runner.derive(res)
+    text = {op: rendered(render.family_table(res, op)) for op in ("transpose", "dot", "matmul")}
     assert "25%" in text["transpose"] and "0.625×" in text["transpose"]  # naive: fraction of memcpy, speed-up
     assert "MISMATCH" in text["transpose"] and "exact ✓" in text["transpose"]
     assert "wide spread 40%" in text["transpose"] and "not a transpose" in text["transpose"]
@@ -220,17 +222,47 @@ def test_tables_show_every_row_and_its_notes():
     assert "skipped: ~3 s per call" in text["matmul"] and "[boom]" in text["matmul"]
     assert "40.0 " in text["matmul"] and "67%" in text["matmul"] and "2 runs (slow)" in text["matmul"]
     assert "sampled rows" in text["matmul"] and "1.0e-07†" in text["matmul"]
-    assert "60.0" in rendered(_bench.ceilings_table(res)) and "4.2 µs" in rendered(_bench.ceilings_table(res))
+    assert "60.0" in rendered(render.ceilings_table(res)) and "4.2 µs" in rendered(render.ceilings_table(res))
     assert "empty launch takes 4.2 µs" in text["dot"].replace("\n", " ").replace("  ", " ")
 
 
 def test_load_redraws_saved_results_without_a_gpu(tmp_path):
     saved = tmp_path / "results.json"
-    saved.write_text(json.dumps(_bench._finite(synthetic_results())))
+    saved.write_text(json.dumps(cli.finite(synthetic_results())))
     json.loads(saved.read_text())  # strict JSON: the NaN became null
     res = run_cli("bench.py", "--load", str(saved), "--ops", "dot,matmul", env=HIDE_GPU)
     assert res.returncode == 0, res.stderr
     assert "float32 2^16" in res.stdout and "4096×4096×4096" in res.stdout and "transposeNaive" not in res.stdout
+
+
+def test_readme_table_is_written_between_its_markers_from_saved_results(tmp_path):
+    from cudakit.bench.readme import BEGIN, END
+
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps(cli.finite(synthetic_results())))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{BEGIN}\nstale table\n{END}\noutro\n")
+    res = run_cli("bench.py", "--load", str(saved), "--readme", str(readme), env=HIDE_GPU)
+    assert res.returncode == 0, res.stderr
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith(f"{END}\noutro\n") and "stale" not in text
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert lines[0].startswith("| op | case | fast |")
+    fast_rows = {(r["op"], r["case"]) for r in synthetic_results()["rows"] if r["kind"] == "fast"}
+    assert len(lines) - 1 == len(fast_rows)  # one line per case whose fast variant was timed
+    dot = next(line for line in lines if line.startswith("| dot |"))
+    assert "5.0 µs*" in dot and "10.0 µs*" in dot and "| 2.00 |" in dot  # fast, CuPy, × CuPy
+    assert "synthetic GPU" in text and "read 3000.0 GB/s" in text
+
+
+def test_readme_without_markers_is_one_sentence(tmp_path):
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps(cli.finite(synthetic_results())))
+    readme = tmp_path / "README.md"
+    readme.write_text("no markers here\n")
+    res = run_cli("bench.py", "--load", str(saved), "--readme", str(readme), env=HIDE_GPU)
+    assert res.returncode == 1 and "markers" in res.stderr and "Traceback" not in res.stderr
+    assert readme.read_text() == "no markers here\n"
 
 
 def test_missing_results_file_is_one_sentence(tmp_path):
@@ -241,9 +273,9 @@ def test_missing_results_file_is_one_sentence(tmp_path):
 def test_roofline_plot(tmp_path):
     pytest.importorskip("matplotlib")
     res = synthetic_results()
-    _bench.derive(res)
+    runner.derive(res)
     path = tmp_path / "roofline.png"
-    _bench.plot_roofline(res, str(path))
+    roofline.plot_roofline(res, str(path))
     assert path.stat().st_size > 10_000
 
 
@@ -255,7 +287,7 @@ def test_plot_without_matplotlib_is_one_sentence(tmp_path):
     except ImportError:
         pass
     saved = tmp_path / "results.json"
-    saved.write_text(json.dumps(_bench._finite(synthetic_results())))
+    saved.write_text(json.dumps(cli.finite(synthetic_results())))
     res = run_cli("bench.py", "--load", str(saved), "--plot", str(tmp_path / "r.png"), env=HIDE_GPU)
     assert res.returncode == 1 and "matplotlib" in res.stderr and "Traceback" not in res.stderr
 
@@ -267,7 +299,7 @@ def test_device_rows_format_and_tolerate_missing_facts():
              "memory_bus_width_bits": 5120, "sm_count": 132, "warp_size": 32, "max_blocks_per_sm": 32,
              "max_threads_per_block": 1024, "max_block_dims": [1024, 1024, 64], "max_grid_dims": [],
              "peak_memory_bandwidth_bytes_s": None}
-    rows = dict(_bench.device_rows(facts))
+    rows = dict(device.device_rows(facts))
     assert rows["Global memory"] == "80 GiB" and rows["L2 cache"] == "50 MiB"
     assert rows["Shared memory per block (opt-in max)"] == "227 KiB" and rows["SM clock"] == "1.980 GHz"
     assert rows["Memory clock"] == "n/a" and rows["Max grid dimensions"] == "n/a"
@@ -286,13 +318,59 @@ def test_quick_dot_bench_on_the_gpu(tmp_path):
     for key in ("read", "copy", "fp32", "fp64", "launch"):
         assert data["ceilings"][key]["value"] > 0
     names = {v.name for v in cudakit.variants("dot", diagnostics=True)} | {"cupy.dot(a, b) (cuBLAS)"}
-    cases = {c.label for c in _bench.default_cases("dot", True)}
+    cases = {c.label for c in BENCHES["dot"].cases(True)}
     rows = data["rows"]
     assert {(r["case"], r["name"]) for r in rows} == {(c, n) for c in cases for n in names}
     for r in rows:
         assert "failed" not in r and r["median_s"] > 0 and r["n"] >= 1, r
         assert r["error"]["ok"], r
     assert any(r["per_call"] for r in rows) and not all(r["per_call"] for r in rows)
+
+
+@pytest.mark.gpu
+def test_timeline_spans_follow_the_queue_on_each_stream():
+    import cupy
+
+    timing.keep_busy(1e-6)  # compiled and loaded outside the spans
+    tl = timing.Timeline()
+    side = cupy.cuda.Stream(non_blocking=True)
+    with tl.span("held"):
+        timing.keep_busy(0.002)
+    with tl.span("after", cupy.cuda.get_current_stream()):
+        cupy.arange(10)
+    with side, tl.span("side", side):
+        timing.keep_busy(0.002)
+    spans = {label: (ptr, start, end) for label, ptr, start, end in tl.spans()}
+    assert list(spans) == ["held", "after", "side"]
+    held, after, on_side = spans["held"], spans["after"], spans["side"]
+    assert held[0] == after[0] != on_side[0] == side.ptr
+    assert 0 <= held[1] < held[2] <= after[1] < after[2]  # one stream: in queue order
+    assert held[2] - held[1] > 0.001 and on_side[2] - on_side[1] > 0.001  # the holds took their time
+
+
+@pytest.mark.gpu
+def test_measure_and_replay_time_a_hold():
+    budget = timing.Budget(row_s=0.02, min_runs=3, max_runs=10)
+    stats, samples = timing.measure(lambda k: timing.keep_busy(0.001), budget)
+    assert stats.n == len(samples) >= 3 and 0.0008 < stats.median < 0.005
+    replayed = timing.replay(lambda: timing.keep_busy(0.001), reps=3, rounds=3)
+    assert replayed.n == 3 and 0.0008 < replayed.median < 0.005
+
+
+@pytest.mark.gpu
+def test_shared_inputs_are_fresh_and_never_zero_and_poison_marks_every_element():
+    import cupy
+
+    from cudakit import testing
+
+    for dtype in (np.float16, np.float32, np.float64):
+        a, b = testing.random_array((64, 33), dtype), testing.random_array((64, 33), dtype, order="F")
+        assert b.flags.f_contiguous and float(a.min()) >= 0.5 and float(a.max()) < 1.5 + 1e-3
+        assert not bool(cupy.array_equal(a, b))
+        assert bool(cupy.isnan(testing.poisoned((5, 7), dtype)).all())
+    x = testing.random_array(4096, np.int8)
+    assert int(x.min()) < -100 and int(x.max()) > 100
+    assert bool((testing.poisoned(9, np.uint16) == 0xA5A5).all())
 
 
 @pytest.mark.gpu
@@ -305,11 +383,11 @@ def test_info_on_the_gpu():
 
 def test_throughput_above_the_dram_peak_is_flagged():
     res = synthetic_results()
-    _bench.derive(res)
+    runner.derive(res)
     gbps = {r["name"]: r["gbps"] for r in res["rows"] if r["op"] == "transpose"}
     res["device"]["peak_memory_bandwidth_bytes_s"] = 3.0e9  # between naive's and the copy kernel's rate
     assert gbps["transposeNaive"] < 3.0 < gbps["copy"]
-    lines = rendered(_bench.family_table(res, "transpose")).splitlines()
+    lines = rendered(render.family_table(res, "transpose")).splitlines()
     flagged = {name for name in gbps for line in lines if f" {name} " in line and "above the DRAM peak" in line}
     assert flagged == {name for name, v in gbps.items() if v > 3.0}
 
@@ -317,8 +395,8 @@ def test_throughput_above_the_dram_peak_is_flagged():
 @pytest.mark.gpu
 def test_matmul_layout_cases_make_the_layouts_they_name():
     for order in ("C", "FC", "CF", "FF"):
-        case = _bench.Case("matmul", "float32", (64, 32, 48), order)
-        s = _bench.BENCHES["matmul"].make(case)
+        case = Case("matmul", "float32", (64, 32, 48), order)
+        s = BENCHES["matmul"].make(case)
         assert s["A"].shape == (64, 32) and s["B"].shape == (32, 48)
         for x, o in zip((s["A"], s["B"]), case.matmul_orders):
             assert x.flags.c_contiguous if o == "C" else x.flags.f_contiguous, (order, o)

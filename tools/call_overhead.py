@@ -23,6 +23,13 @@ dot_module = importlib.import_module("cudakit.dot")  # the module (cudakit.dot i
 
 
 def per_call_us(fn, calls: int = 2000, rounds: int = 7) -> float:
+    """Median over `rounds` of the mean host (perf_counter) µs of `calls` back-to-back fn() calls.
+
+    Host time on purpose, not cudakit.bench.timing.measure(per_call=True): CUDA events would time when the GPU sees
+    the calls, max(host, GPU) per call, so the bare launches of the dot kernel (whose GPU time can exceed their host
+    cost, and does for every launching line at a large --n) would report GPU time; and most lines launch nothing, so
+    events would only timestamp host submissions, adding their latency jitter to sub-µs figures.
+    """
     for _ in range(200):
         fn()
     cupy.cuda.get_current_stream().synchronize()

@@ -4,15 +4,16 @@
     PYTHONPATH=. python3 tools/matmul_probe.py --experiments    the EXPERIMENTS tiles beside the active one
     compute-sanitizer --tool memcheck python3 tools/matmul_probe.py --sanitize   every kernel once on odd shapes
 
-Every timed result is first checked against a float64 reference. Each measurement queues a ~2 ms cuBLAS product
-ahead of the timed launches, so they run back to back on the GPU and the host's launch overhead stays out.
+Every timed result is first checked against a float64 reference. Timed with cudakit.bench.timing.measure: single
+launches between CUDA events, queued back to back behind a GPU-side hold (the host's launch overhead stays out),
+each reading its own operands (A, B, out), enough sets rotated that together they exceed twice the L2; the median
+of at least 7 runs (up to 350 for small products, about 0.1 s of timed work a measurement).
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
-import statistics
 import sys
 
 import cupy
@@ -20,6 +21,7 @@ import numpy as np
 
 import cudakit
 from cudakit import _check, _tune
+from cudakit.bench import timing
 
 mm = importlib.import_module("cudakit.matmul")
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -51,33 +53,28 @@ def rand(shape, dtype, order="C"):
     return cupy.asarray(cupy.random.uniform(-1.0, 1.0, size=shape, dtype=np.float64).astype(dtype), order=order)
 
 
-_hold = {}
+# About 0.1 s of timed launches a measurement: 7 runs up to ~28 ms a launch (8192^3 float32), up to 350 for small
+# products; a launch slower than ~28 ms gets fewer (about 0.2 s of them).
+BUDGET = timing.Budget(row_s=0.1, min_runs=7, max_runs=350)
 
 
-def hold():
-    """Queue about 2 ms of GPU work so the launches after it are queued before the GPU reaches them."""
-    if "a" not in _hold:
-        _hold["a"] = rand((2048, 2048), F32)
-        _hold["o"] = cupy.empty((2048, 2048), F32)
-    for _ in range(4):
-        cupy.matmul(_hold["a"], _hold["a"], out=_hold["o"])
+def operand_sets(m, n, k, dtype, f_order=False):
+    """Enough {A, B, out} sets (C-order; with f_order also AF, BF) that, rotated launch by launch, they exceed twice
+    the L2."""
+    count = timing.sets_past_l2((m * k + k * n + m * n) * dtype.itemsize, cupy.cuda.runtime.getDevice())
+    sets = []
+    for _ in range(count):
+        s = {"A": rand((m, k), dtype), "B": rand((k, n), dtype), "out": cupy.empty((m, n), dtype)}
+        if f_order:
+            s["AF"], s["BF"] = cupy.asfortranarray(s["A"]), cupy.asfortranarray(s["B"])
+        sets.append(s)
+    return sets
 
 
-def gpu_ms(fn, flops: float) -> float:
-    reps = max(1, min(50, int(2e11 / flops)))  # ~ 5 ms of timed work at 40 TFLOP/s, 1 to 50 calls
-    fn()
-    cupy.cuda.Device().synchronize()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    times = []
-    for _ in range(7):
-        hold()
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end) / reps)
-    return statistics.median(times)
+def gpu_ms(fn, sets) -> float:
+    """Median milliseconds of one launch fn(set), launch k reading sets[k % len(sets)]."""
+    stats, _ = timing.measure(lambda k: fn(sets[k % len(sets)]), BUDGET)
+    return stats.median * 1e3
 
 
 def check(out, A, B, what):
@@ -103,33 +100,35 @@ def probe(quick: bool, fast_only: bool = False, experiments: bool = False):
             if quick and m * n * k > 4096 ** 3 or experiments and (dtype != F32 or m * n * k < 2048 ** 3):
                 continue
             flops = 2.0 * m * n * k
-            A, B = rand((m, k), dtype), rand((k, n), dtype)
-            out = cupy.empty((m, n), dtype)
-            ref_ms = gpu_ms(lambda: cupy.matmul(A, B, out=out), flops)
+            layouts = (m, n, k) == (4096, 4096, 4096) and not experiments  # the other layouts, read in place
+            sets = operand_sets(m, n, k, dtype, f_order=layouts)  # every entry fn(set) takes one of these
+            A, B, out = sets[0]["A"], sets[0]["B"], sets[0]["out"]
+            ref_ms = gpu_ms(lambda s: cupy.matmul(s["A"], s["B"], out=s["out"]), sets)
             cublas = flops / ref_ms / 1e9
-            entries = [("fast", lambda: cudakit.matmul(A, B, out=out))]
+            entries = [("fast", lambda s: cudakit.matmul(s["A"], s["B"], out=s["out"]))]
             big = m * n * k >= 2048 ** 3
             if experiments:  # as the fast variant runs them (stream-K tail, padding), beside the active tile
                 tiles = [mm.pick_tile(device, dtype, m, n), *EXPERIMENTS]
-                entries += [(t.name, (lambda t=t: mm.run_fast_tile(t, A, B, out))) for t in tiles]
+                entries += [(t.name, (lambda s, t=t: mm.run_fast_tile(t, s["A"], s["B"], s["out"]))) for t in tiles]
             elif fast_only:  # the fast variant and its tile launched directly (no padding of misaligned operands)
                 tile = mm.pick_tile(device, dtype, m, n)
-                entries.append((f"{tile.name} direct", lambda tile=tile: mm.run_tile(tile, A, B, out)))
+                entries.append((f"{tile.name} direct",
+                                lambda s, tile=tile: mm.run_tile(tile, s["A"], s["B"], s["out"])))
             elif m * n * k <= 4096 ** 3 and m * n * k >= 512 ** 3:
-                entries += [(name, (lambda name=name: cudakit.matmul(A, B, out=out, variant=name)))
+                entries += [(name, (lambda s, name=name: cudakit.matmul(s["A"], s["B"], out=s["out"], variant=name)))
                             for name in ("blocktile_2d", "warp_tiled", "double_buffered")]
-            entries += [(t.name, (lambda t=t: mm.run_tile(t, A, B, out))) for t in tiles
+            entries += [(t.name, (lambda s, t=t: mm.run_tile(t, s["A"], s["B"], s["out"]))) for t in tiles
                         if not (fast_only or experiments) and not (t.bm <= 64 and big and m * n * k > 4096 ** 3)]
-            if (m, n, k) == (4096, 4096, 4096) and not experiments:  # the other layouts, read in place
-                AF, BF = cupy.asfortranarray(A), cupy.asfortranarray(B)
-                entries += [("fast A F-order", lambda: cudakit.matmul(AF, B, out=out)),
-                            ("fast B F-order", lambda: cudakit.matmul(A, BF, out=out)),
-                            ("fast both F-order", lambda: cudakit.matmul(AF, BF, out=out)),
-                            ("fast A.T @ B.T views", lambda: cudakit.matmul(BF.T, AF.T, out=out[:n, :m]))]
+            if layouts:
+                entries += [("fast A F-order", lambda s: cudakit.matmul(s["AF"], s["B"], out=s["out"])),
+                            ("fast B F-order", lambda s: cudakit.matmul(s["A"], s["BF"], out=s["out"])),
+                            ("fast both F-order", lambda s: cudakit.matmul(s["AF"], s["BF"], out=s["out"])),
+                            ("fast A.T @ B.T views",
+                             lambda s: cudakit.matmul(s["BF"].T, s["AF"].T, out=s["out"][:n, :m]))]
             print(f"  {m}x{n}x{k}: cuBLAS {cublas:6.2f} TFLOP/s ({ref_ms:.4f} ms)", flush=True)
             for name, fn in entries:
                 out.fill(np.nan)
-                fn()
+                fn(sets[0])
                 if name == "fast A.T @ B.T views":
                     ok = check(out, B.T, A.T, name) if m == n == k else True
                 elif "F-order" in name:
@@ -139,13 +138,13 @@ def probe(quick: bool, fast_only: bool = False, experiments: bool = False):
                 if not ok:
                     rows.append({"dtype": dtype.name, "shape": [m, n, k], "name": name, "wrong": True})
                     continue
-                ms = gpu_ms(fn, flops)
+                ms = gpu_ms(fn, sets)
                 rate = flops / ms / 1e9
                 rows.append({"dtype": dtype.name, "shape": [m, n, k], "name": name, "ms": ms, "tflops": rate,
                              "cublas_tflops": cublas, "ratio": rate / cublas, "goal": goal})
                 flag = "" if goal is None or name != "fast" else ("  ok" if rate / cublas >= goal else "  MISS")
                 print(f"    {name:44} {rate:6.2f} TFLOP/s  {rate / cublas:5.2f}x{flag}", flush=True)
-            del A, B, out
+            del sets, A, B, out
             cupy.get_default_memory_pool().free_all_blocks()
     return rows
 

@@ -3,10 +3,11 @@
     PYTHONPATH=. python3 tools/matvec_probe.py [--out DIR] [--sweep] [--quick]
     compute-sanitizer --tool memcheck python3 tools/matvec_probe.py --sanitize
 
-Each timed call is preceded by a 256 MiB read (a sum) that evicts L2 with clean lines and keeps the GPU busy
-while Python queues the call, so CUDA events around the call time the GPU work alone. Median of REPS runs after
-warm-up. Bytes counted = A once + x once + out once. "N" is matvec(S, x) for a C-order S; "T" is matvec(S.T, x),
-the F-contiguous transposed view read in place (cuBLAS gets the same operands).
+Timed with cudakit.bench.timing.measure (CUDA events): each timed call reads its own input set, enough sets
+rotated call by call that together they exceed twice the L2 (no call finds its operands in L2), and the calls are
+queued behind a GPU-side hold so the events time the GPU work alone. Median of 21 runs after warm-up (a slow lesson
+kernel: fewer, about 3 s of runs). Bytes counted = A once + x once + out once. "N" is matvec(S, x) for a C-order S;
+"T" is matvec(S.T, x), the F-contiguous transposed view read in place (cuBLAS gets the same operands).
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import argparse
 import importlib
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -23,10 +23,12 @@ import numpy as np
 
 import cudakit
 from cudakit import _check, _compile
+from cudakit.bench import timing
 
 mv = importlib.import_module("cudakit.matvec")
 
-REPS, WARMUP = 21, 2
+# 21 timed runs a measurement; a call slower than ~0.14 s gets fewer, about 3 s of runs (1 s: 3 runs, 2 s: 1).
+BUDGET = timing.Budget(row_s=1.5, min_runs=21, max_runs=21)
 SHAPES = [(16384, 16384), (4096, 4096), (4194304, 64), (64, 4194304)]
 # Goals: (fraction of the read ceiling) or ("x cuBLAS", factor).
 GOALS = {(16384, 16384): ("ceiling", 0.92), (4096, 4096): ("cublas", 1.3), (4194304, 64): ("ceiling", 0.85),
@@ -37,51 +39,35 @@ SWEEP = [{"persistent": False}, {"balanced": False}, {"block_rows": False}, {"ro
          {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"row_unroll": 8, "blocks_per_sm": 8},
          {"row_unroll": 8, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16}]
 
-_flush = None
-_flush_out = None
+
+def input_sets(set_bytes, make):
+    """[make(), ...]: enough input sets of `set_bytes` each that, rotated call by call, they exceed twice the L2."""
+    return [make() for _ in range(timing.sets_past_l2(set_bytes, cupy.cuda.runtime.getDevice()))]
 
 
-def flush():
-    global _flush, _flush_out
-    if _flush is None:
-        _flush = cupy.random.uniform(size=(256 << 20) // 4).astype(cupy.float32)
-        _flush_out = cupy.empty((), cupy.float32)
-    cupy.sum(_flush, out=_flush_out)
-
-
-def bench(fn, reps=REPS, warmup=WARMUP):
-    """Median GPU milliseconds of fn() (a single call; L2 evicted before each)."""
-    for _ in range(warmup):
-        fn()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    t0 = time.perf_counter()
-    times = []
-    for i in range(reps):
-        flush()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-        if i == 2 and time.perf_counter() - t0 > 2.0:  # a slow lesson kernel: three runs are enough
-            break
-    return statistics.median(times)
+def bench(fn, sets, budget=BUDGET):
+    """Median GPU milliseconds of fn(set), a single call each run, run k reading sets[k % len(sets)] (after warm-up,
+    the GPU kept busy while the runs are queued)."""
+    stats, _ = timing.measure(lambda k: fn(sets[k % len(sets)]), budget)
+    return stats.median * 1e3
 
 
 def read_ceiling(log):
     """GB/s of the best large streaming read: cupy.sum over 2 GiB (f32 and f64), and a 1 GiB copy for reference."""
     res = {}
     for dtype in (np.float32, np.float64):
-        a = cupy.random.uniform(size=(2 << 30) // np.dtype(dtype).itemsize).astype(dtype)
-        out = cupy.empty((), dtype)
-        ms = bench(lambda: cupy.sum(a, out=out))
-        res[f"sum_{np.dtype(dtype).name}"] = a.nbytes / ms / 1e6
-        del a
-    a = cupy.random.uniform(size=(1 << 30) // 4).astype(cupy.float32)
-    b = cupy.empty_like(a)
-    ms = bench(lambda: cupy.copyto(b, a))
-    res["copy_rw"] = 2 * a.nbytes / ms / 1e6
-    del a, b
+        nbytes = 2 << 30
+        sets = input_sets(nbytes, lambda: (cupy.random.uniform(size=nbytes // np.dtype(dtype).itemsize).astype(dtype),
+                                           cupy.empty((), dtype)))
+        ms = bench(lambda s: cupy.sum(s[0], out=s[1]), sets)
+        res[f"sum_{np.dtype(dtype).name}"] = nbytes / ms / 1e6
+        del sets
+    nbytes = 1 << 30
+    sets = input_sets(2 * nbytes, lambda: (cupy.random.uniform(size=nbytes // 4).astype(cupy.float32),
+                                           cupy.empty(nbytes // 4, cupy.float32)))
+    ms = bench(lambda s: cupy.copyto(s[1], s[0]), sets)
+    res["copy_rw"] = 2 * nbytes / ms / 1e6
+    del sets
     cupy.get_default_memory_pool().free_all_blocks()
     for k, v in res.items():
         log(f"ceiling {k:12s} {v:8.1f} GB/s")
@@ -105,32 +91,36 @@ def ldg_kernels():
 
 def time_case(shape, dtype, trans, ceiling, sweep, quick, log):
     r, c = shape
-    S = cupy.random.uniform(0.5, 1.5, size=shape).astype(dtype)  # C-order
-    A = S.T if trans else S
-    m, n = A.shape
-    x = cupy.random.uniform(0.5, 1.5, size=n).astype(dtype)
-    out = cupy.empty(m, dtype)
+    m, n = (c, r) if trans else (r, c)
     nbytes = (m * n + m + n) * np.dtype(dtype).itemsize
+
+    def make():
+        S = cupy.random.uniform(0.5, 1.5, size=shape).astype(dtype)  # C-order
+        return {"A": S.T if trans else S, "x": cupy.random.uniform(0.5, 1.5, size=n).astype(dtype),
+                "out": cupy.empty(m, dtype)}
+
+    sets = input_sets(nbytes, make)  # each timed call reads its own A and x (together past twice the L2)
+    A, x, out = sets[0]["A"], sets[0]["x"], sets[0]["out"]
     ref = A @ x  # cuBLAS
     rows = []
 
-    def record(name, fn, check=True):
+    def record(name, fn, check=True):  # fn(set)
         if check:
             out.fill(np.nan)
-            fn()
+            fn(sets[0])
             err = _check.relative_error(out, ref)
         else:
             err = float("nan")
-        ms = bench(fn)
+        ms = bench(fn, sets)
         gbs = nbytes / ms / 1e6
         rows.append({"name": name, "ms": ms, "GBps": gbs, "of_ceiling": gbs / ceiling, "err_vs_cublas": err})
 
-    record("cublas", lambda: A @ x, check=False)  # CuPy routes a 2-D @ 1-D product to cuBLAS
+    record("cublas", lambda s: s["A"] @ s["x"], check=False)  # CuPy routes a 2-D @ 1-D product to cuBLAS
     names = [v.name for v in cudakit.variants("matvec")]
     if quick or shape != (4096, 4096):
         names = [nm for nm in names if nm in ("fast", "fast_unsplit")]  # the others take seconds here
     for nm in names:
-        record(nm, lambda nm=nm: cudakit.matvec(A, x, out=out, variant=nm))
+        record(nm, lambda s, nm=nm: cudakit.matvec(s["A"], s["x"], out=s["out"], variant=nm))
     p = mv.plan(A, x)
     if sweep:
         for knobs in SWEEP:
@@ -139,11 +129,11 @@ def time_case(shape, dtype, trans, ceiling, sweep, quick, log):
                 continue
             label = ",".join(f"{k}={v}" for k, v in knobs.items())
             record(f"fast[{label}] {q.kernel.split('<')[1][:-1]} {q.grid}x{q.chunks}",
-                   lambda q=q: mv._run_plan(A, x, out, q))
+                   lambda s, q=q: mv._run_plan(s["A"], s["x"], s["out"], q))
         standard = mv._kernel
         mv._kernel = ldg_kernels()  # the same plan with A read through __ldg instead of __ldcs (evict-first)
         try:
-            record("fast[A via __ldg]", lambda: mv._run_plan(A, x, out, p))
+            record("fast[A via __ldg]", lambda s: mv._run_plan(s["A"], s["x"], s["out"], p))
         finally:
             mv._kernel = standard
     cublas = rows[0]["GBps"]
@@ -154,7 +144,7 @@ def time_case(shape, dtype, trans, ceiling, sweep, quick, log):
     for row in rows:
         log(f"  {row['name']:40s} {row['ms'] * 1e3:10.1f} us {row['GBps']:8.1f} GB/s  {row['of_ceiling']:5.3f} of ceiling"
             f"  {row['x_cublas']:5.2f}x cuBLAS  err {row['err_vs_cublas']:.1e}")
-    del S, A, x, out, ref
+    del sets, A, x, out, ref
     cupy.get_default_memory_pool().free_all_blocks()
     return tag, rows
 

@@ -4,21 +4,23 @@
     PYTHONPATH=. python3 tools/transpose_probe.py --sweep                  other tile shapes of the fast step
     compute-sanitizer python3 tools/transpose_probe.py --smoke             small odd cases, every kernel, checked
 
-Bandwidth counts bytes read + bytes written (2 x the matrix). Every input is larger than the H100's 50 MB L2.
-Each timing is the median of --reps single launches, each between its own pair of CUDA events, after warm-up.
+Bandwidth counts bytes read + bytes written (2 x the matrix). Timed with cudakit.bench.timing.measure: each timing
+is the median of --reps single launches, each between its own pair of CUDA events, after warm-up, queued back to back
+behind a GPU-side hold (host overhead stays out); where one case's bytes (read + written) are below twice the L2, the
+launches rotate through enough input sets to exceed it (on an H100 every case here already does, one set).
 --sweep times other vec16 tile shapes (units per tile row, per tile column, threads) of the fast step instead.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
-import statistics
 
 import cupy
 import numpy as np
 
 import cudakit
 from cudakit._compile import kernel
+from cudakit.bench import timing
 
 T = importlib.import_module("cudakit.transpose")
 
@@ -60,27 +62,12 @@ def filled(shape, dtype):
     return words.view(cupy.uint8)[:n].view(dtype).reshape(shape)
 
 
-# Queued before each timed launch: while the GPU spins (~1 ms), the host enqueues start, the launch and stop, so
-# the host's own call overhead (argument checks, Python) never shows up as device time between the events.
-_SPIN = cupy.RawKernel(r"""extern "C" __global__ void spin(long long cycles) {
-    const long long t0 = clock64();
-    while (clock64() - t0 < cycles) {}
-}""", "spin")
-
-
-def median_ms(fn, reps: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        _SPIN((1,), (1,), (np.int64(2_000_000),))
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return statistics.median(times)
+def median_ms(fn, sets, reps: int) -> float:
+    """Median milliseconds of `reps` single launches fn(set), launch k reading sets[k % len(sets)], after warm-up, the
+    GPU kept busy while they are queued. A launch slower than 20 s / reps gets fewer runs (about 20 s of them)."""
+    budget = timing.Budget(row_s=10.0, min_runs=reps, max_runs=reps)
+    stats, _ = timing.measure(lambda k: fn(sets[k % len(sets)]), budget)
+    return stats.median * 1e3
 
 
 def same_bits(x, y) -> bool:
@@ -89,31 +76,35 @@ def same_bits(x, y) -> bool:
 
 
 def probe_case(shape, dtype, reps, variants, extra=()):
-    a = filled(shape, dtype)
-    out = cupy.empty(shape[::-1], dtype)
-    dst = cupy.empty_like(a)
-    nbytes = a.nbytes
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    # A launch reads the matrix and writes as many bytes: enough (a, out, dst) sets to rotate past twice the L2.
+    count = timing.sets_past_l2(2 * nbytes, cupy.cuda.runtime.getDevice())
+    sets = []
+    for _ in range(count):
+        a = filled(shape, dtype)
+        sets.append((a, cupy.empty(shape[::-1], dtype), cupy.empty_like(a)))
+    a, out, dst = sets[0]
     rows = []
-    copy_ms = median_ms(lambda: dst.data.copy_from_device_async(a.data, nbytes), reps)
+    copy_ms = median_ms(lambda s: s[2].data.copy_from_device_async(s[0].data, nbytes), sets, reps)
     rows.append(("memcpy D2D", copy_ms, True))
-    rows.append(("cupy.ascontiguousarray(a.T)", median_ms(lambda: cupy.ascontiguousarray(a.T), reps), True))
+    rows.append(("cupy.ascontiguousarray(a.T)", median_ms(lambda s: cupy.ascontiguousarray(s[0].T), sets, reps), True))
     for v in variants:
         if v.diagnostic:
-            run = (lambda v=v: v.run(a, dst))
+            run = (lambda s, v=v: v.run(s[0], s[2]))
             ok = True
         else:
-            run = (lambda v=v: cudakit.transpose(a, out=out, variant=v.name))
+            run = (lambda s, v=v: cudakit.transpose(s[0], out=s[1], variant=v.name))
             out.fill(0)
-            run()
+            run(sets[0])
             ok = same_bits(out, a.T)
-        rows.append((v.name + (" (diagnostic)" if v.diagnostic else ""), median_ms(run, reps), ok))
+        rows.append((v.name + (" (diagnostic)" if v.diagnostic else ""), median_ms(run, sets, reps), ok))
     for name, knobs in extra:
         run_cfg = T.vec16_runner(*T.VEC16_STEPS["fast"], **knobs)
         out.fill(0)
         run_cfg(a, out)
         ok = same_bits(out, a.T)
-        rows.append((name, median_ms(lambda: run_cfg(a, out), reps), ok))
-    del a, out, dst
+        rows.append((name, median_ms(lambda s: run_cfg(s[0], s[1]), sets, reps), ok))
+    del a, out, dst, sets
     cupy.get_default_memory_pool().free_all_blocks()
     return nbytes, copy_ms, rows
 

@@ -1,0 +1,55 @@
+"""The device's limits, measured in the same run as the ops: streaming read, device-to-device copy, FP32 and FP64
+FMA throughput, and the per-call floor of an empty launch. Every row of the tables is read against one of them."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _ceilings
+from .timing import measure
+
+CEILING_BYTES = 2**30  # GiBs, not MiBs: launch and tail effects then cost well under 1% of the time
+
+
+def measure_ceilings(budget, device_id: int, step=lambda text: None) -> dict:
+    """{key: measurement} for read, copy, fp32, fp64 and launch; step(text) is called after each."""
+    import cupy
+
+    src = cupy.empty(2 * CEILING_BYTES, cupy.uint8)
+    dst = cupy.empty(CEILING_BYTES, cupy.uint8)
+    src.fill(1)
+    sink32 = cupy.empty(_ceilings.blocks(device_id), cupy.uint32)
+    out = {}
+
+    def record(key, what, unit, timed, amount):  # a rate of `amount` per second, or a time in µs
+        stats, samples = timed
+        value = stats.median * 1e6 if unit == "µs" else amount / stats.median / (1e9 if unit == "GB/s" else 1e12)
+        out[key] = {"what": what, "unit": unit, "value": value, "median_s": stats.median, "p10_s": stats.p10,
+                    "p90_s": stats.p90, "n": stats.n, "spread": stats.spread, "samples_s": samples}
+        step(f"ceiling: {what}")
+
+    record("read", f"streaming read of {src.nbytes >> 20} MiB (16-byte loads)", "GB/s",
+           measure(lambda k: _ceilings.stream_read(src, sink32), budget), src.nbytes)
+    src = src[:CEILING_BYTES]
+    record("copy", f"cudaMemcpy device to device, {CEILING_BYTES >> 20} MiB (read + write)", "GB/s",
+           measure(lambda k: _ceilings.device_copy(dst, src), budget), 2 * CEILING_BYTES)
+    del src, dst
+    for key, dtype, iters in (("fp32", np.float32, 1 << 15), ("fp64", np.float64, 1 << 14)):
+        sink = cupy.empty(_ceilings.blocks(device_id) * _ceilings.THREADS, dtype)
+        flops = 2 * _ceilings.FMA_CHAINS * iters * sink.size
+        record(key, f"{np.dtype(dtype).name} FMA chains ({_ceilings.FMA_CHAINS} per thread)", "TFLOP/s",
+               measure(lambda k: _ceilings.fma_throughput(dtype, iters, sink), budget), flops)
+    record("launch", "an empty kernel per call, back to back (host-bound: the floor of a per-call time)", "µs",
+           measure(lambda k: _ceilings.empty_launch(), budget, per_call=True), None)
+    return out
+
+
+def read_fraction(row: dict, ceilings: dict):
+    """A memory-bound op's row read against the streaming-read ceiling."""
+    return ("read", row["gbps"] / ceilings["read"]["value"]) if "read" in ceilings else None
+
+
+def read_footnote(results: dict) -> list[str]:
+    ce = results["ceilings"]
+    if "read" not in ce:
+        return []
+    return [f"% of read: of the streaming-read ceiling, {ce['read']['value']:.0f} GB/s measured in this run"]

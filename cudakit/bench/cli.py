@@ -1,0 +1,144 @@
+"""`python bench.py`: every cudakit variant against CuPy, read against ceilings measured in the same run."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from .registry import OPS
+
+
+class BenchError(Exception):
+    """A one-sentence reason the bench cannot run (printed without a traceback)."""
+
+
+def finite(x):
+    """JSON without NaN/Infinity (strict parsers reject them): non-finite floats become null."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="bench.py",
+        description="Time every cudakit variant against CuPy (CUDA events, median of many runs) and read each "
+                    "against ceilings measured in the same run: streaming read and copy bandwidth, FMA peak.")
+    p.add_argument("--quick", action="store_true", help="a small subset of the sizes (under a minute)")
+    p.add_argument("--ops", default=",".join(OPS), metavar="OP[,OP...]",
+                   help=f"families to run, comma-separated (default: {','.join(OPS)})")
+    p.add_argument("--json", metavar="FILE", help="write every number (all samples included) to FILE")
+    p.add_argument("--plot", metavar="FILE.png", help="draw a roofline of the results (needs matplotlib)")
+    p.add_argument("--load", metavar="FILE.json",
+                   help="measure nothing: redraw the tables (and --plot, --readme) from a saved --json file")
+    p.add_argument("--readme", metavar="README.md",
+                   help="write the measured table between the bench markers of README.md")
+    p.add_argument("--sweep", action="store_true",
+                   help="the fast variants against CuPy over a fresh random draw of shapes per op (with --json: save)")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="the sweep's draw (default: a new one)")
+    p.add_argument("--sweep-count", type=int, default=200, metavar="N", help="shapes per op in the sweep (200)")
+    p.add_argument("--row-seconds", type=float, metavar="S", help="timed seconds per row (default 0.25, quick 0.06)")
+    args = p.parse_args(argv)
+    ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
+    bad = [o for o in ops if o not in OPS]
+    if bad or not ops:
+        p.error(f"unknown op {', '.join(bad) or '(none)'}; valid ops: {', '.join(OPS)}")
+    args.ops = tuple(o for o in OPS if o in ops)
+    return args
+
+
+def load(path: str) -> dict:
+    from .runner import derive
+
+    with open(path) as f:
+        try:
+            results = json.load(f)
+            derive(results)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise BenchError(f"bench.py --load: {path} is not a results file written by --json") from None
+    return results
+
+
+def measure(args, console) -> dict:
+    from .device import no_gpu_reason
+    from .runner import run
+    from .timing import Budget
+
+    reason = no_gpu_reason()
+    if reason is not None:
+        raise BenchError(f"bench.py needs a CUDA GPU, and none is usable here ({reason})")
+    budget = Budget.quick() if args.quick else Budget()
+    if args.row_seconds:
+        budget.row_s = args.row_seconds
+    results = run(args.ops, args.quick, console, budget)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(finite(results), f, indent=1)
+        console.print(f"wrote {args.json}")
+    return results
+
+
+def sweep(args, console) -> dict:
+    import secrets
+
+    from .device import no_gpu_reason
+    from .sweep import run_sweep
+
+    reason = no_gpu_reason()
+    if reason is not None:
+        raise BenchError(f"bench.py --sweep needs a CUDA GPU, and none is usable here ({reason})")
+    seed = secrets.randbelow(2**31) if args.seed is None else args.seed
+    console.print(f"sweep seed {seed}")
+    results = run_sweep(args.ops, seed, args.sweep_count, console)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(finite(results), f, indent=1)
+        console.print(f"wrote {args.json}")
+    return results
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from rich.console import Console
+
+    from .readme import write_readme
+    from .render import ceilings_table, family_table
+    from .roofline import PlotError, plot_roofline, pyplot
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)  # a log file gets the whole table on one line per row
+    try:
+        if args.plot:
+            pyplot()  # fail before a long run, not after it
+        if args.sweep:
+            results = sweep(args, console)
+        elif args.load:
+            results = load(args.load)
+            console.print(ceilings_table(results))
+            for op in args.ops:
+                if any(r["op"] == op for r in results["rows"]):
+                    console.print(family_table(results, op))
+        else:
+            results = measure(args, console)
+        if args.plot and not args.sweep:
+            plot_roofline(results, args.plot)
+            console.print(f"wrote {args.plot}")
+        if args.readme:
+            write_readme(args.readme, results)
+            console.print(f"wrote the measured table into {args.readme}")
+    except (BenchError, PlotError) as exc:
+        print(f"{exc}.", file=sys.stderr)
+        return 1
+    except ValueError as exc:  # the README has no markers
+        print(f"bench.py: {exc}.", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"bench.py: {exc.strerror or exc}: {exc.filename}.", file=sys.stderr)
+        return 1
+    return 0
