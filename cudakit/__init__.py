@@ -6,6 +6,14 @@
 
 Every op takes variant= (default "fast"), out= and check=, and launches on CuPy's current stream.
 """
+try:
+    import cupy  # noqa: F401  (the package declares no CuPy: its wheel is per CUDA major)
+except ModuleNotFoundError as exc:
+    if exc.name != "cupy":
+        raise
+    raise ImportError("cudakit needs CuPy for your CUDA major version (nvidia-smi's \"CUDA Version\"): "
+                      "pip install cudakit[cuda12] or cudakit[cuda13] (or cupy-cuda12x / cupy-cuda13x itself)") from exc
+
 from ._check import CheckError
 from ._variants import Variant, variants
 from .dot import dot

@@ -11,10 +11,14 @@ from ._device import current_device
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def device_array(op: str, name: str, x, ndim: int | tuple[int, ...]):
+def device_array(op: str, name: str, x, ndim: int | tuple[int, ...] | None = None, *, min_ndim: int = 0):
     if not isinstance(x, cupy.ndarray):
         hint = "; move it to the GPU with cupy.asarray() first" if isinstance(x, (np.ndarray, list, tuple)) else ""
         raise TypeError(f"cudakit.{op}: {name} must be a cupy.ndarray, got {type(x).__module__}.{type(x).__name__}{hint}")
+    if x.ndim < min_ndim:
+        raise ValueError(f"cudakit.{op}: {name} must be at least {min_ndim}-D, got {x.ndim}-D with shape {x.shape}")
+    if ndim is None:
+        return x
     ndims = (ndim,) if isinstance(ndim, int) else ndim
     if x.ndim not in ndims:
         want = " or ".join(f"{d}-D" for d in ndims)

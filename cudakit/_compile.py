@@ -16,10 +16,21 @@ import numpy as np
 
 from ._device import current_stream
 
-# Architectures every kernel must compile for, warning-free (checked in CI through NVRTC, no GPU needed).
-SUPPORTED_ARCHS = ("sm_70", "sm_80", "sm_86", "sm_89", "sm_90")
+# Architectures every kernel must compile for, warning-free (checked in CI through NVRTC, no GPU needed): Volta,
+# the oldest CUDA 12 builds; Turing, the oldest CUDA 13 builds; Ampere, Ada, Hopper.
+SUPPORTED_ARCHS = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
 NVRTC_OPTIONS = ("--std=c++17",)
 MAX_PARAMETERS = 16  # the most arguments any kernel here takes, with room
+
+
+def nvrtc_archs() -> tuple[str, ...]:
+    """SUPPORTED_ARCHS less those the installed NVRTC no longer builds (CUDA 13's dropped sm_70), as NVRTC itself
+    lists them: what the GPU-less compile check covers. Needs cuda-bindings (the test extra)."""
+    from cuda.bindings import nvrtc
+
+    err, numbers = nvrtc.nvrtcGetSupportedArchs()
+    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
+    return tuple(arch for arch in SUPPORTED_ARCHS if int(arch[3:]) in numbers)
 
 
 def kernel_dir() -> Path:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .bench.timing import replay
+
 CACHE_ENV = "CUDAKIT_TUNE_CACHE"
 CACHE_VERSION = 1
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -244,7 +246,6 @@ def _measure(matmul, tile: Tile, dtype, console) -> dict:
     import cupy
 
     from . import _check
-    from .bench.timing import replay
 
     rates = {}
     for m, n, k in TUNE_SHAPES[dtype]:

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import functools
+import importlib
 
 import cupy
 import numpy as np
 
-from . import _args, _check, _tune
+from . import _args, _check, _nd, _tune
 from ._compile import kernel, launch, resident_blocks
 from ._device import sm_count, workspace
 from ._tune import Tile, simt
@@ -23,6 +24,7 @@ MAX_GRID_Y = 65535  # the seed kernels' 2-D grids
 # into a padded one when m and n are at least this: the element loads it would otherwise need cost more than the
 # copy, which moves (m + n) k elements against the product's 2 m n k flops.
 PAD_MIN_DIM = 1024
+matvec_module = importlib.import_module(__package__ + ".matvec")  # the module (the package's `matvec` is the function)
 
 # The fixed tiles of the teaching steps, per dtype (the fast variant's come from _tune: tuned, or its defaults).
 # FP64 accumulators take twice the registers: one block of 256 threads per SM (up to 255 registers a thread).
@@ -39,7 +41,8 @@ _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 @functools.lru_cache(maxsize=None)
 def seed_instantiations(dtype) -> tuple[str, ...]:
-    return tuple(f"{name}<{_CTYPE[np.dtype(dtype)]}>" for name in SEED_KERNELS)
+    """The seed kernels and the split-k sum of one dtype (one module)."""
+    return tuple(f"{name}<{_CTYPE[np.dtype(dtype)]}>" for name in SEED_KERNELS + ("splitk_sum",))
 
 
 @functools.lru_cache(maxsize=None)
@@ -118,26 +121,74 @@ def resident_tiles(tile: Tile, dtype, device_id: int) -> int:
     return sm_count(device_id) * resident_blocks(fn, tile.threads, tile.shared_bytes(dtype))
 
 
-def run_tile(tile: Tile, A, B, out, split: bool = False) -> None:
+def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last=None, c_ptr=None) -> None:
     """C = A @ B with one register-tiled kernel configuration (any layout, any shape with k > 0). split: a last,
-    partial wave is avoided by a stream-K tail (double-buffered SIMT tiles without sliced k)."""
+    partial wave is avoided by a stream-K tail (double-buffered SIMT tiles without sliced k).
+
+    batch = (count, A's stride, B's stride) in elements: `count` products, A and B being the first one's operands,
+    the outputs one after the other from out (or from the device address c_ptr, with out giving the shape);
+    the last product may be k_last deep.
+    """
     m, k = A.shape
     n = B.shape[1]
     a, a_kc, lda = _layout(A, 0)
     b, b_kc, ldb = _layout(B, 1)
     width = 16 // a.itemsize
     vec = a.data.ptr % 16 == 0 and b.data.ptr % 16 == 0 and lda % width == 0 and ldb % width == 0
-    vec_c = out.data.ptr % 16 == 0 and n % width == 0
+    vec = vec and batch[1] % width == 0 and batch[2] % width == 0
+    c_ptr = out.data.ptr if c_ptr is None else c_ptr
+    vec_c = c_ptr % 16 == 0 and n % width == 0
     fn = kernel(FAMILY, tile.expression(a.dtype, a_kc, b_kc, vec), tile_instantiations(tile, a.dtype))
     tiles = -(-m // tile.bm) * -(-n // tile.bn)
     tail_start, sk_blocks, partials, counters = tiles, 0, 0, 0
-    if split and tile.kind == "simt" and tile.ksplit == 1 and tile.stages == 2:  # the kernel's STREAM_K
+    count, batch_a, batch_b = batch
+    if split and count == 1 and tile.kind == "simt" and tile.ksplit == 1 and tile.stages == 2:  # STREAM_K
         tail_start, sk_blocks = stream_k_tail(tiles, resident_tiles(tile, a.dtype, out.data.device_id), k, tile.bk)
         if sk_blocks:  # two parts of a tile's sums per boundary between stream-K blocks
             partials, counters = workspace(2 * sk_blocks * tile.bm * tile.bn * a.itemsize, counters=sk_blocks)
-    launch(fn, (tail_start + sk_blocks,), (tile.threads,),
-           (a, b, out, np.int64(m), np.int64(n), np.int64(k), np.int64(lda), np.int64(ldb), np.int32(vec_c),
-            np.int64(tail_start), np.int32(sk_blocks), partials, counters), shared_mem=tile.shared_bytes(a.dtype))
+    item = a.itemsize
+    for b0 in range(0, count, MAX_GRID_Y):
+        here = min(MAX_GRID_Y, count - b0)
+        last_k = k if k_last is None or b0 + here < count else k_last
+        launch(fn, (tail_start + sk_blocks, here), (tile.threads,),
+               (a.data.ptr + b0 * batch_a * item, b.data.ptr + b0 * batch_b * item, c_ptr + b0 * m * n * item,
+                np.int64(m), np.int64(n), np.int64(k), np.int64(lda), np.int64(ldb), np.int32(vec_c),
+                np.int64(tail_start), np.int32(sk_blocks), partials, counters, np.int64(batch_a),
+                np.int64(batch_b), np.int64(last_k)), shared_mem=tile.shared_bytes(a.dtype))
+
+
+MIN_SPLIT_DEPTH = 256  # the least k a split-k share takes: shallower shares cost more in partial sums than they gain
+MAX_SPLIT_BYTES = 256 * 2**20  # partial products kept at most
+
+
+def split_k(tiles: int, slots: int, k: int, bk: int, c_bytes: int = 0) -> tuple[int, int]:
+    """(splits, depth): a grid of `tiles` that leaves most of the `slots` resident blocks idle cuts k into
+    `splits` runs of `depth` (a whole number of slices; the last run may be shorter), each a product of its own
+    into a partial C of c_bytes; (1, k) when the grid already fills half the GPU or k is too short to share."""
+    if 2 * tiles >= slots:
+        return 1, k
+    splits = min(slots // tiles, k // MIN_SPLIT_DEPTH, MAX_SPLIT_BYTES // max(c_bytes, 1))
+    if splits < 2:
+        return 1, k
+    depth = -(-k // splits)
+    depth = -(-depth // bk) * bk
+    return -(-k // depth), depth
+
+
+def run_split_k(tile: Tile, A, B, out, splits: int, depth: int) -> None:
+    """C = A @ B as `splits` partial products over consecutive runs of k (one batched launch into scratch), then
+    their sum in a fixed order (deterministic)."""
+    A, a_kc, lda = _layout(A, 0)  # read in place, or the copy the shares are cut from
+    B, b_kc, ldb = _layout(B, 1)
+    m, k = A.shape
+    n = B.shape[1]
+    item = A.itemsize
+    partials, _ = workspace(splits * m * n * item)
+    batch = (splits, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
+    run_tile(tile, A[:, :depth], B[:depth, :], out, batch=batch, k_last=k - (splits - 1) * depth, c_ptr=partials)
+    fn = kernel(FAMILY, f"splitk_sum<{_CTYPE[out.dtype]}>", seed_instantiations(out.dtype))
+    blocks = min(-(-m * n // 256), sm_count(out.data.device_id) * 8)
+    launch(fn, (blocks,), (256,), (out, partials, np.int64(m * n), np.int32(splits)))
 
 
 def pick_tile(device_id: int, dtype, m: int, n: int) -> Tile:
@@ -176,7 +227,21 @@ def run_fast_tile(tile: Tile, A, B, out) -> None:
 
 
 def _run_fast(A, B, out):
-    run_fast_tile(pick_tile(out.data.device_id, out.dtype, A.shape[0], B.shape[1]), A, B, out)
+    m, k = A.shape
+    n = B.shape[1]
+    if n == 1 or m == 1:  # a matrix-vector product: the matvec kernels read the matrix once, at memory speed
+        vector = _args.contiguous_or_copy(B[:, 0] if n == 1 else A[0, :])
+        matrix = _args.contiguous_or_copy(A if n == 1 else B.T)
+        matvec_module.run_fast(matrix, vector, out.reshape(-1))
+        return
+    device_id = out.data.device_id
+    tile = pick_tile(device_id, out.dtype, m, n)
+    tiles = -(-m // tile.bm) * -(-n // tile.bn)
+    splits, depth = split_k(tiles, resident_tiles(tile, out.dtype, device_id), k, tile.bk, m * n * out.itemsize)
+    if splits > 1:
+        run_split_k(tile, A, B, out, splits, depth)
+    else:
+        run_fast_tile(tile, A, B, out)
 
 
 VARIANTS = register(FAMILY, [
@@ -208,31 +273,77 @@ VARIANTS = register(FAMILY, [
 
 
 def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None):
-    """A @ B for 2-D float32/float64 CuPy arrays (m x k times k x n) as a C-contiguous m x n array.
+    """A @ B for float32/float64 CuPy arrays, as cupy.matmul takes them: (..., m, k) @ (..., k, n) with the batch
+    axes broadcast, a 1-D A promoted to a row and a 1-D B to a column (the added axis left out of the result).
+    The result is C-contiguous.
 
-    True FP32 (or FP64) arithmetic, never TF32. C- and F-ordered operands and transposed views are read in place;
-    other strides are copied to C order first. Runs on CuPy's current stream with no synchronisation.
+    True FP32 (or FP64) arithmetic, never TF32. C- and F-ordered matrices and transposed views are read in place,
+    batches and broadcast batches too (a broadcast operand is read, never copied); other strides are copied to C
+    order first. Runs on CuPy's current stream with no synchronisation.
     """
-    A = _args.device_array("matmul", "A", A, 2)
-    B = _args.device_array("matmul", "B", B, 2)
-    m, k = A.shape
-    if B.shape[0] != k:
-        raise ValueError(f"cudakit.matmul: A has shape {A.shape} and B has shape {B.shape}; "
-                         f"A's columns ({k}) must equal B's rows ({B.shape[0]})")
-    n = B.shape[1]
+    A = _args.device_array("matmul", "A", A)
+    B = _args.device_array("matmul", "B", B)
+    batch, m, k, n, shape = _nd.matmul_shapes("matmul", A.shape, B.shape)
     dtype, device_id = _args.common("matmul", {"A": A, "B": B})
     run = lookup("matmul", variant).run
     with _args.on_device(device_id):
-        out = _args.output("matmul", out, (m, n), dtype, device_id, {"A": A, "B": B})
+        out = _args.output("matmul", out, shape, dtype, device_id, {"A": A, "B": B})
         if out.size == 0:
             return out
         if k == 0:
             out.fill(0)
             return out
-        run(A, B, out)
+        a = A[None, :] if A.ndim == 1 else A
+        b = B[:, None] if B.ndim == 1 else B
+        c = out.reshape(batch + (m, n))
+        if not batch:
+            run(a, b, c)
+        elif variant == "fast":
+            _run_fast_batched(a, b, c, batch)
+        else:  # the lessons: one launch per product
+            a, b = cupy.broadcast_to(a, batch + (m, k)), cupy.broadcast_to(b, batch + (k, n))
+            for idx in np.ndindex(*batch):
+                run(a[idx], b[idx], c[idx])
         if _check.enabled(check):
             _check.verify("matmul", variant, out, A, B, dtype, k)
     return out
+
+
+def _batch_operand(x, batch: tuple, row_axis: int):
+    """x broadcast over `batch` and readable by the kernels as a batch: every matrix in one layout the kernels
+    read in place, whole elements between matrices (a broadcast axis: 0); else a C-contiguous copy."""
+    full = cupy.broadcast_to(x, batch + x.shape[-2:])
+    first = full[(0,) * len(batch)]
+    item = x.itemsize
+    readable = _layout(first, row_axis)[0] is first and all(st >= 0 and st % item == 0 for st in full.strides[:-2])
+    return full if readable else cupy.ascontiguousarray(full)
+
+
+def _run_fast_batched(a, b, c, batch: tuple) -> None:
+    """Every product of the batch on the fast variant's tile, a run of evenly spaced products per launch."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    a, b = _batch_operand(a, batch, 0), _batch_operand(b, batch, 1)
+    item = a.itemsize
+    strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
+    outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
+    large, small = _tune.tiles(c.data.device_id, c.dtype)
+    tile = _tune.choose(large, small, m, n * count, sm_count(c.data.device_id))
+    first = (0,) * len(batch)
+    a0, b0, c0 = a[first], b[first], c[first]
+    for idx in np.ndindex(*(size for size, *_ in outer)):
+        off_a = sum(i * st for i, (_, st, _, _) in zip(idx, outer))
+        off_b = sum(i * st for i, (_, _, st, _) in zip(idx, outer))
+        off_c = sum(i * st for i, (_, _, _, st) in zip(idx, outer))
+        run_tile(tile, _shifted(a0, off_a), _shifted(b0, off_b), c0, batch=(count, step_a, step_b),
+                 c_ptr=c0.data.ptr + off_c * item)
+
+
+def _shifted(x, elements: int):
+    """The view x, `elements` elements further on in its allocation."""
+    if not elements:
+        return x
+    return cupy.ndarray(x.shape, x.dtype, x.data + elements * x.itemsize, x.strides)
 
 
 def instantiation_groups():

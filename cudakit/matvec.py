@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import cupy
 import numpy as np
 
-from . import _args, _check
+from . import _args, _check, _nd
 from ._compile import kernel, launch, resident_blocks
 from ._device import sm_count, workspace
 from ._variants import Variant, lookup, register
@@ -179,7 +179,9 @@ def _run_plan(A, x, out, p: Plan):
            (A, x, np.int64(m), np.int64(n), np.int64(p.chunk), dst, out, count))
 
 
-def _run_fast(A, x, out):
+def run_fast(A, x, out):
+    """The fast variant: A C- or F-contiguous, x contiguous, out a contiguous (m,) array (what matmul's m = 1 and
+    n = 1 products call)."""
     _run_plan(A, x, out, plan(A, x))
 
 
@@ -207,38 +209,47 @@ VARIANTS = register(FAMILY, [
     Variant(FAMILY, "fast",
             "fast_unsplit, plus the reduced dimension split across blocks when the output alone "
             "cannot fill the GPU, the partial sums added in a fixed order",
-            _run_fast),
+            run_fast),
 ])
 
 
 def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
-    """A @ x for a 2-D float32/float64 CuPy array A (m, n) and a 1-D x (n,) of the same dtype: an (m,) array.
+    """A @ x for float32/float64 CuPy arrays: A (..., m, n) and x (..., n) of one dtype, batch axes broadcast as
+    NumPy does, giving (..., m): the same as cupy.matmul(A, x[..., None])[..., 0].
 
-    C- and F-contiguous A (so also A.T of either) are read in place; any other strides, and a non-contiguous x,
-    are first copied with cupy.ascontiguousarray. Runs on CuPy's current stream with no synchronisation;
-    deterministic (fixed summation order for a given shape, layout and alignment).
+    C- and F-contiguous matrices (so also A.T of either) are read in place; any other strides, and a
+    non-contiguous x, are first copied with cupy.ascontiguousarray. Runs on CuPy's current stream with no
+    synchronisation; deterministic (fixed summation order for a given shape, layout and alignment).
     """
-    A = _args.device_array("matvec", "A", A, 2)
-    x = _args.device_array("matvec", "x", x, 1)
-    if A.shape[1] != x.shape[0]:
+    A = _args.device_array("matvec", "A", A, min_ndim=2)
+    x = _args.device_array("matvec", "x", x, min_ndim=1)
+    if A.shape[-1] != x.shape[-1]:
         raise ValueError(f"cudakit.matvec: A has shape {A.shape} and x has shape {x.shape}; "
-                         f"A.shape[1] must equal x.shape[0]")
+                         f"A.shape[-1] must equal x.shape[-1]")
     dtype, device_id = _args.common("matvec", {"A": A, "x": x})
     run = lookup("matvec", variant).run
-    m, n = A.shape
+    batch, m, n, _, shape = _nd.matmul_shapes("matvec", A.shape, x.shape[:-1] + (x.shape[-1], 1))
+    shape, A_in, x_in = shape[:-1], A, x
     with _args.on_device(device_id):
-        out = _args.output("matvec", out, (m,), dtype, device_id, {"A": A, "x": x})
-        if m == 0:
+        out = _args.output("matvec", out, shape, dtype, device_id, {"A": A, "x": x})
+        if out.size == 0:
             return out
         if n == 0:
             out.fill(0)
             return out
-        A = _args.contiguous_or_copy(A)
-        if not x.flags.c_contiguous:
-            x = cupy.ascontiguousarray(x)
-        run(A, x, out)
+        if x.ndim == 1 and A.flags.c_contiguous:  # one x for every matrix: one tall matrix-vector product
+            A = A.reshape(-1, n)
+        if A.ndim == 2 and x.ndim == 1:
+            A = _args.contiguous_or_copy(A)
+            run(A, x if x.flags.c_contiguous else cupy.ascontiguousarray(x), out.reshape(-1))
+        else:
+            A, x = cupy.broadcast_to(A, batch + (m, n)), cupy.broadcast_to(x, batch + (n,))
+            c = out.reshape(batch + (m,))
+            for idx in np.ndindex(*batch):
+                a_i, x_i = _args.contiguous_or_copy(A[idx]), x[idx]
+                run(a_i, x_i if x_i.flags.c_contiguous else cupy.ascontiguousarray(x_i), c[idx])
         if _check.enabled(check):
-            _check.verify("matvec", variant, out, A, x, dtype, n)
+            _check.verify("matvec", variant, out[..., None], A_in, x_in[..., None], dtype, n)
     return out
 
 

@@ -14,7 +14,7 @@ import functools
 import cupy
 import numpy as np
 
-from . import _args, _check
+from . import _args, _check, _nd
 from ._compile import kernel, launch, resident_blocks
 from ._device import sm_count
 from ._variants import Variant, lookup, register
@@ -97,7 +97,8 @@ def instantiations(itemsize: int) -> tuple[str, ...]:
     seeds = [f"{name}<{_UINT[itemsize]}>" for name in SEED_KERNELS]
     vec16 = [vec16_expression(itemsize, aligned, *step, group_shift) for step in VEC16_STEPS.values()
              for aligned, group_shift in vec16_orders(itemsize)]
-    return tuple(dict.fromkeys(seeds + vec16))
+    thin = [f"transpose_thin<{_UINT[itemsize]}, {_flag(wide_in)}>" for wide_in in (True, False)]
+    return tuple(dict.fromkeys(seeds + vec16 + thin))
 
 
 def instantiation_groups():
@@ -126,8 +127,8 @@ def is_aligned(a, out) -> bool:
 def vec16_runner(swizzle: bool, word_gather: bool, shape=None, seam=None, min_blocks=None, group_shift=None):
     """The launcher of one vec16 step; `shape` (units per tile row, per tile column, threads), `seam` (bytes),
     `min_blocks` and `group_shift` are for tuning probes."""
-    def run(a, out):
-        rows, cols = a.shape
+    def run(a, out, batch: int = 1):
+        rows, cols = a.shape  # of each of `batch` matrices, one after the other in a and in out
         e = a.itemsize
         aligned = is_aligned(a, out)
         ic, oc, threads = shape or vec16_shape(e, aligned)
@@ -149,8 +150,48 @@ def vec16_runner(swizzle: bool, word_gather: bool, shape=None, seam=None, min_bl
         blocks = -(-tiles_r // group) * group * tiles_c  # whole groups of tile rows
         if blocks >= 2**31:
             raise ValueError(f"cudakit.transpose: shape {a.shape} needs {blocks} tiles, more than one grid holds")
-        launch(compiled(shift), (blocks,), (threads,),
-               (out, a, np.int64(rows), np.int64(cols), np.uint32(tiles_r), np.uint32(tiles_c)))
+        for b0 in range(0, batch, MAX_GRID_Y):
+            first = b0 * rows * cols * e
+            launch(compiled(shift), (blocks, min(MAX_GRID_Y, batch - b0)), (threads,),
+                   (out.data.ptr + first, a.data.ptr + first, np.int64(rows), np.int64(cols), np.uint32(tiles_r),
+                    np.uint32(tiles_c), np.int64(rows * cols)))
+    return run
+
+
+THIN_SIDE = 32  # a side shorter than a warp takes the thin kernel in the fast variant
+THIN_TILE_BYTES = 16384  # what one block of the thin kernel stages
+
+
+def thin_side(shape) -> int | None:
+    """The short side of a 2-D transpose that the thin kernel serves, or None."""
+    short = min(shape)
+    return short if 1 < short < THIN_SIDE and max(shape) >= THIN_SIDE else None
+
+
+def run_thin(a, out, batch: int = 1) -> None:
+    """`batch` transposes of (rows, c) to (c, rows), or of (c, rows) to (rows, c), for c below a warp: each block
+    stages a run of whole short-side lines in shared memory, so reads and writes both stay coalesced."""
+    wide_in = a.shape[1] < a.shape[0]
+    rows, c = (a.shape[0], a.shape[1]) if wide_in else (a.shape[1], a.shape[0])
+    e = a.itemsize
+    run = max(32, THIN_TILE_BYTES // (c * e) // 32 * 32)
+    run = min(run, -(-rows // 32) * 32)
+    per_matrix = -(-rows // run)
+    fn = kernel(FAMILY, f"transpose_thin<{_UINT[e]}, {_flag(wide_in)}>", instantiations(e))
+    launch(fn, (per_matrix * batch,), (256,), (out, a, np.int64(rows), np.int32(c), np.int32(run),
+                                               np.int64(per_matrix)), shared_mem=c * (run + 1) * e)
+
+
+def _fast_runner():
+    vec16 = vec16_runner(*VEC16_STEPS["fast"])
+
+    def run(a, out, batch: int = 1):
+        if thin_side(a.shape):
+            run_thin(a, out, batch)
+        elif min(a.shape) == 1:  # a row or a column: its transpose is the same bytes
+            out.data.copy_from_device_async(a.data, a.nbytes * batch)
+        else:
+            vec16(a, out, batch)
     return run
 
 
@@ -164,6 +205,7 @@ _SEED_LESSONS = {
     "transposeFineGrained": "tiles transposed in place: the cost of the in-tile transpose (not a transpose)",
     "transposeDiagonal": "diagonal block order against partition camping, a cure modern address hashing makes moot",
 }
+BATCHED_VARIANTS = ("vec16_unswizzled", "vec16_swizzled", "fast")  # their runners take a batch of matrices
 _DIAGNOSTIC = {"copy", "copySharedMem", "transposeCoarseGrained", "transposeFineGrained"}
 
 VARIANTS = register(FAMILY, [
@@ -177,40 +219,60 @@ VARIANTS = register(FAMILY, [
             "XOR-swizzled tile: the column gathers hit 32 banks, int8 0.43x -> 0.87x copy (one element per shared load)",
             vec16_runner(*VEC16_STEPS["vec16_swizzled"])),
     Variant(FAMILY, "fast",
-            "swizzled vec16; bytes/halves read shared words, transposed by __byte_perm: 4x fewer loads, ~1% (already memory-bound)",
-            vec16_runner(*VEC16_STEPS["fast"])),
+            "swizzled vec16; bytes/halves read shared words, transposed by __byte_perm: 4x fewer loads; a side below "
+            "32 staged as whole short lines (thin kernel); batches of matrices on the grid's y",
+            _fast_runner()),
 ])
 
 
-def transpose(a, *, out=None, variant: str = "fast", check: bool | None = None):
-    """a.T as a new C-contiguous array (or in out=), for a 2-D CuPy array of any 1-, 2-, 4- or 8-byte dtype.
+def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | None = None):
+    """cupy.ascontiguousarray(cupy.transpose(a, axes)) as a new array (or in out=): a.T for a 2-D array; any
+    permutation `axes` of up to 8 dimensions (default: reversed, as CuPy); any 1-, 2-, 4- or 8-byte dtype.
 
-    Runs on CuPy's current stream with no synchronisation. F-contiguous input is a plain device copy (a.T is
-    already C-contiguous memory); input with other strides is copied to C order first. check=True (or
-    CUDAKIT_CHECK=1) compares bit for bit with cupy.ascontiguousarray(a.T).
+    Runs on CuPy's current stream with no synchronisation. A transpose whose result is the input's own memory
+    order (F-contiguous 2-D input, axes that move only length-1 axes) is a plain device copy; input with other
+    strides is copied to C order first. Axes that stay adjacent merge, so NHWC <-> NCHW is a batch of 2-D
+    transposes; a permutation that merges to more than a batch of 2-D transposes is CuPy's strided copy.
+    check=True (or CUDAKIT_CHECK=1) compares bit for bit with CuPy's result.
     """
-    a = _args.device_array("transpose", "a", a, 2)
+    a = _args.device_array("transpose", "a", a)
+    if a.ndim > _nd.MAX_NDIM:
+        raise ValueError(f"cudakit.transpose: a has {a.ndim} dimensions; at most {_nd.MAX_NDIM} are supported")
     if a.dtype.itemsize not in ITEMSIZES:
         raise TypeError(f"cudakit.transpose: unsupported dtype {a.dtype} ({a.dtype.itemsize} bytes); "
                         "supported: any dtype of 1, 2, 4 or 8 bytes")
+    axes = _nd.normalize_axes("transpose", a.ndim, axes)
     run = lookup("transpose", variant).run
     device_id = a.data.device_id
     with _args.on_device(device_id):
-        out = _args.output("transpose", out, (a.shape[1], a.shape[0]), a.dtype, device_id, {"a": a})
+        out = _args.output("transpose", out, tuple(a.shape[i] for i in axes), a.dtype, device_id, {"a": a})
         if out.data.ptr % a.itemsize:
             raise ValueError(f"cudakit.transpose: out is not aligned to its {a.itemsize}-byte elements")
         if a.size == 0:
             return out
-        if a.flags.c_contiguous and a.data.ptr % a.itemsize == 0:
-            run(a, out)
-        elif a.flags.f_contiguous:
-            out.data.copy_from_device_async(a.data, a.nbytes)  # a.T is C-contiguous: the same bytes in the same order
+        view = a.transpose(axes)
+        if view.flags.c_contiguous:  # the result is a's bytes in a's order
+            out.data.copy_from_device_async(a.data, a.nbytes)
         else:
-            run(a.copy(order="C"), out)  # documented: strided (or element-misaligned) input is copied to C order first
+            src = a if a.flags.c_contiguous and a.data.ptr % a.itemsize == 0 else a.copy(order="C")
+            shape, perm = _nd.merged_permutation(src.shape, axes)
+            if perm == (1, 0):
+                run(src.reshape(shape), out.reshape(shape[::-1]))
+            elif perm == (0, 2, 1):  # a batch of 2-D transposes, one after the other in both arrays
+                batch, rows, cols = shape
+                first_in, first_out = src.reshape(shape)[0], out.reshape(batch, cols, rows)[0]
+                if variant in BATCHED_VARIANTS:
+                    run(first_in, first_out, batch)
+                else:
+                    for b in range(batch):
+                        run(src.reshape(shape)[b], out.reshape(batch, cols, rows)[b])
+            else:
+                out[...] = view  # documented: CuPy's strided copy
         if _check.enabled(check):
             bits = np.dtype(f"u{a.itemsize}")
-            wrong = int(cupy.count_nonzero(out.view(bits) != cupy.ascontiguousarray(a.T).view(bits)))
+            want = cupy.ascontiguousarray(view)
+            wrong = int(cupy.count_nonzero(out.view(bits) != want.view(bits)))
             if wrong:
                 raise _check.CheckError(f"cudakit.transpose (variant {variant!r}, {a.dtype}): {wrong} of {out.size} "
-                                        "elements differ from cupy.ascontiguousarray(a.T)")
+                                        "elements differ from cupy.ascontiguousarray(cupy.transpose(a, axes))")
     return out

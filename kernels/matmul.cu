@@ -194,6 +194,19 @@ __device__ __forceinline__ TileOrigin tile_origin(index_t m, index_t n, index_t 
 // Part j of a block's work: slices [first, last) of one tile (first >= last: no such part). A block below
 // tail_start has one part, its whole tile. The stream-K blocks (block tail_start + sk) share the tail's
 // (tile, slice) steps, tile-major, in equal runs; part j is the run's piece in its j-th tile.
+// A batch of products in one launch, matrix blockIdx.y of the batch: its A and B start batch_a and batch_b
+// elements after the previous matrix's (0: an operand broadcast over the batch), its C right after the previous C.
+// The last one may be shallower (k_last): split k cuts a long product into a batch of partial products over
+// consecutive runs of k, each into its own C, summed afterwards (splitk_sum).
+template <typename In, typename Out>
+__device__ __forceinline__ void batch_offsets(In& A, In& B, Out& C, index_t c_size, index_t batch_a, index_t batch_b,
+                                              index_t& k, index_t k_last) {
+    A += blockIdx.y * batch_a;
+    B += blockIdx.y * batch_b;
+    C += blockIdx.y * c_size;
+    if (blockIdx.y == gridDim.y - 1) k = k_last;
+}
+
 struct WorkPart {
     index_t tile, first, last;
 };
@@ -319,9 +332,10 @@ __device__ __forceinline__ T* tile_shared(int elements) {
 // (double buffering): the next slice's global loads are issued before the math on the current one and land in the
 // other shared stage afterwards, so their latency hides behind the math and one barrier per slice suffices. Where
 // every slice is whole (an interior tile, k a multiple of BK: most of a large product) the loop runs without the
-// edge checks, whose predicates and branches were a tenth of the loop's instructions. Its body has no `more` test
+// edge checks, whose predicates and branches would otherwise be issued on every slice. Its body has no `more` test
 // either (with one, the layout whose loaders both transpose spilled registers; peeling the last slice off instead
-// cost 2% in code size): the last slice's loads fetch that slice again and store it to the idle stage.
+// made a third copy of the body, and was slower): the last slice's loads fetch that slice again and store it to
+// the idle stage (docs/NOTES.md, "matmul.cu: the unchecked interior k loop").
 template <int STAGES, int BK, typename T, class LoaderA, class LoaderB, class Math>
 __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_stage, T* Bs, int b_stage, index_t k,
                                        Math&& math) {
@@ -395,8 +409,9 @@ template <typename T, int BM, int BN, int BK, int WM, int WN, int TM, int TN, bo
 __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
     matmul_regtile(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, index_t m, index_t n,
                    index_t k, index_t lda, index_t ldb, int vec_c, index_t tail_start, int sk_blocks, T* partials,
-                   unsigned int* counters) {
+                   unsigned int* counters, index_t batch_a, index_t batch_b, index_t k_last) {
     typedef typename Vec16<T>::type Vec;
+    batch_offsets(A, B, C, m * n, batch_a, batch_b, k, k_last);
     constexpr int GROUP = BM * BN / (TM * TN);  // threads that cover the C tile once
     constexpr int THREADS = GROUP * KSPLIT;
     constexpr bool STREAM_K = KSPLIT == 1 && STAGES == 2;  // the tiles that take a stream-K tail (host: stream_k_tail)
@@ -552,9 +567,11 @@ template <int BM, int BN, int BK, int WM, int WN, int STAGES, int MIN_BLOCKS, bo
 __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, MIN_BLOCKS)
     matmul_dmma(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, index_t m,
                 index_t n, index_t k, index_t lda, index_t ldb, int vec_c,
-                index_t /*tail_start*/, int /*sk_blocks*/, double* /*partials*/, unsigned int* /*counters*/) {
+                index_t /*tail_start*/, int /*sk_blocks*/, double* /*partials*/, unsigned int* /*counters*/,
+                index_t batch_a, index_t batch_b, index_t k_last) {
     // The stream-K parameters keep matmul_regtile's launch signature; the host never gives a DMMA grid a tail.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    batch_offsets(A, B, C, m * n, batch_a, batch_b, k, k_last);
     constexpr int THREADS = BM / WM * (BN / WN) * 32;
     // Row stride = 4 (mod 16) doubles: a fragment read (4 k rows x 4 columns per half-warp) hits 16 distinct banks.
     constexpr int LDA = BM + 4, LDB = BN + 4;
@@ -647,4 +664,16 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, MIN_BLOCKS)
         }
     }
 #endif
+}
+
+// The partial products of a split k, summed in a fixed order (the result does not depend on timing): out[i] is
+// partials[0][i] + partials[1][i] + ... over `splits` arrays of `count` elements.
+template <typename T>
+__global__ void splitk_sum(T* __restrict__ out, const T* __restrict__ partials, index_t count, int splits) {
+    const index_t stride = (index_t)gridDim.x * blockDim.x;
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+        T sum = partials[i];
+        for (int p = 1; p < splits; ++p) sum += partials[p * count + i];
+        out[i] = sum;
+    }
 }

@@ -62,8 +62,8 @@ __global__ void warp_per_row(T* __restrict__ out, const T* __restrict__ A, const
 }
 
 // ---- The fast kernels: 16-byte loads (when rows/columns are 16-byte aligned), several in flight per thread, A
-// streamed with __ldcs (evict-first: on an H200 up to 9% faster than __ldg on tall or wide matrices, and x stays
-// cached), x through the read-only path (__ldg).
+// streamed with __ldcs (evict-first: A is read once, so its lines should not push x, which every row reads again,
+// out of the cache; docs/NOTES.md, "matvec.cu: A streamed evict-first"), x through the read-only path (__ldg).
 
 // A load of one element, or of the 16-byte vector holding Vec16<T>::n of them.
 template <typename T, bool VECTOR> struct Chunk { typedef T type; static const int n = 1; };

@@ -327,12 +327,13 @@ __device__ __forceinline__ void store_words(char* out, index_t rows, index_t r0,
     }
 }
 
-// Bytes on misaligned rows (halfwords measured faster with store_column, so only bytes come here): the 4 columns
-// of a word start their output rows at different shifts t (bytes into a SEAM-byte seam), so lanes gather aligned
-// V-row vectors of W columns (rows V v .. V v + V - 1, as store_words does) and cut each column's output unit from
-// two consecutive vectors at that column's shift. The unit whose head is vector v takes vector v - 1 from lane
-// k - 1 by a shuffle. Lane k holds vector v0 + k and rounds step 7 vectors: lane 0 only feeds lane 1 (lane 7 wrote
-// its unit the round before), which carries no registers across rounds (an int8 tile needs 8 vectors: one round).
+// Bytes on misaligned rows (only bytes come here: halfwords stay with store_column, which is faster for them;
+// docs/NOTES.md, "transpose.cu: misaligned bytes and halfwords"): the 4 columns of a word start their output rows
+// at different shifts t (bytes into a SEAM-byte seam), so lanes gather aligned V-row vectors of W columns (rows
+// V v .. V v + V - 1, as store_words does) and cut each column's output unit from two consecutive vectors at that
+// column's shift. The unit whose head is vector v takes vector v - 1 from lane k - 1 by a shuffle. Lane k holds
+// vector v0 + k and rounds step 7 vectors: lane 0 only feeds lane 1 (lane 7 wrote its unit the round before),
+// which carries no registers across rounds (an int8 tile needs 8 vectors: one round).
 template <typename T, int ROW_UNITS, bool SWIZZLE, int SEAM, int TR>
 __device__ __forceinline__ void store_words_shifted(char* out, index_t rows, index_t r0, index_t c0,
                                                     const unsigned char* smem, int c_first, int rows_here,
@@ -408,7 +409,9 @@ template <typename T, int IC, int OC, int THREADS, bool ALIGNED, bool SWIZZLE, b
           int MIN_BLOCKS, int GROUP_SHIFT>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS < SM_THREADS / THREADS ? MIN_BLOCKS : SM_THREADS / THREADS)
 transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, index_t cols, unsigned int tiles_r,
-                unsigned int tiles_c) {
+                unsigned int tiles_c, index_t batch_stride) {
+    in += blockIdx.y * batch_stride;  // a batch of matrices, batch_stride elements apart in both arrays
+    out += blockIdx.y * batch_stride;
     constexpr int E = sizeof(T), V = 16 / E;
     constexpr int TR = OC * V, TC = IC * V;  // tile rows and columns, in elements
     constexpr int ROWS_PER_PASS = THREADS / IC, PASSES = TR / ROWS_PER_PASS;
@@ -432,8 +435,8 @@ transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, ind
     const int own = rows_here < TR_STEP ? rows_here : TR_STEP;
 
     // Phase 1. Misaligned rows: lane j loads unit j + 1 of its row and takes unit j from lane j - 1 (lane 0 loads
-    // unit 0 too). (Loading unit j and taking j + 1 from the right, the last lane loading the unit after the tile,
-    // measured float32 8191x8193 0.86 against 0.89 of memcpy on an H100.)
+    // unit 0 too). (The mirror image, loading unit j and taking j + 1 from the right, the last lane loading the unit
+    // after the tile, was slower: docs/NOTES.md, "transpose.cu: phase 1 of misaligned tiles".)
     const char* const in_begin = reinterpret_cast<const char*>(in);
     const char* const in_end = in_begin + rows * cols * E;
     const int j = threadIdx.x % IC;
@@ -468,8 +471,8 @@ transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, ind
     __syncthreads();  // phase 2 reads columns, i.e. units other threads stored
 
     // Phase 2: warp g-loop over groups of 4 words (4 * W tile columns); lane = 8 * q + k reads word q of the group.
-    // (Where there are more warps than groups, the rest idle: sharing a group's units among warps measured slower,
-    // its extra registers costing a block per SM.)
+    // (Where there are more warps than groups, the rest idle: sharing a group's units among warps costs registers,
+    // and so a block per SM, for more than it gains; docs/NOTES.md, "transpose.cu: idle warps in phase 2".)
     char* const out_bytes = reinterpret_cast<char*>(out);
     const int lane = threadIdx.x & 31, k = lane & 7, q = lane >> 3;
     for (int g = threadIdx.x >> 5; g < TC / (4 * W); g += THREADS / 32) {
@@ -489,5 +492,70 @@ transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, ind
                                                                 rows_here, own, r0 == 0, k);
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Thin matrices: one side shorter than a warp. A 32 x 32 tile would leave most of each warp idle on the short
+// side, so a block instead stages `run` long-side positions by all c short-side elements in shared memory: in one
+// array they are one contiguous stretch, in the other c contiguous runs, so reads and writes both stay coalesced.
+// Each of `batch` matrices (rows * c elements apart in both arrays) takes `blocks_per_matrix` blocks.
+// WIDE_IN: the input is (rows, c) and the output (c, rows); else the input is (c, rows) and the output (rows, c).
+constexpr int THIN_THREADS = 256;
+constexpr int THIN_UNROLL = 4;  // independent loads in flight per thread
+
+// The packed stretch (here rows of c elements) to or from the tile. Element e is (e / c, e % c); a step of
+// THIN_THREADS elements moves (row, col) by a fixed amount, so no division inside the loop.
+template <typename T, bool LOAD>
+__device__ __forceinline__ void thin_packed(T* tile, int pitch, T* packed, int count, int c) {
+    const int step_row = THIN_THREADS / c, step_col = THIN_THREADS % c;
+    int row = threadIdx.x / c, col = threadIdx.x % c;
+    for (int e0 = 0; e0 < count; e0 += THIN_THREADS * THIN_UNROLL) {
+        T v[THIN_UNROLL];
+        if (LOAD) {
+#pragma unroll
+            for (int u = 0; u < THIN_UNROLL; ++u) {
+                const int e = e0 + u * THIN_THREADS + threadIdx.x;
+                if (e < count) v[u] = packed[e];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < THIN_UNROLL; ++u) {
+            const int e = e0 + u * THIN_THREADS + threadIdx.x;
+            if (e < count) {
+                if (LOAD) tile[col * pitch + row] = v[u];
+                else packed[e] = tile[col * pitch + row];
+            }
+            row += step_row;
+            col += step_col;
+            if (col >= c) { col -= c; ++row; }
+        }
+    }
+}
+
+template <typename T, bool WIDE_IN>
+__global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ out, const T* __restrict__ in,
+                                                               index_t rows, int c, int run, index_t blocks_per_matrix) {
+    extern __shared__ unsigned char thin_tile_bytes[];
+    T* tile = reinterpret_cast<T*>(thin_tile_bytes);  // c rows of run + 1 elements: the pad spreads a tile column
+    const int pitch = run + 1;                         // over the banks
+    const index_t matrix = blockIdx.x / blocks_per_matrix;
+    const index_t r0 = (blockIdx.x - matrix * blocks_per_matrix) * (index_t)run;
+    const int here = (int)min((index_t)run, rows - r0);  // long-side positions this block moves
+    const index_t base = matrix * rows * c;
+    const T* long_in = in + base + r0;  // the c runs of `here` elements, `rows` apart (input or output side)
+    T* long_out = out + base + r0;
+    if (WIDE_IN) {
+        thin_packed<T, true>(tile, pitch, const_cast<T*>(in + base + r0 * c), here * c, c);
+        __syncthreads();
+        for (int j = 0; j < c; ++j)
+#pragma unroll THIN_UNROLL
+            for (int r = threadIdx.x; r < here; r += THIN_THREADS) long_out[j * rows + r] = tile[j * pitch + r];
+    } else {
+        for (int j = 0; j < c; ++j)
+#pragma unroll THIN_UNROLL
+            for (int r = threadIdx.x; r < here; r += THIN_THREADS) tile[j * pitch + r] = long_in[j * rows + r];
+        __syncthreads();
+        thin_packed<T, false>(tile, pitch, out + base + r0 * c, here * c, c);
     }
 }

@@ -6,6 +6,7 @@ import pytest
 
 import cudakit
 from cudakit import _check, _tune
+from cudakit.bench import timing
 from conftest import assert_close, on_a_side_stream, poisoned, random_array
 
 mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
@@ -231,10 +232,12 @@ def test_matmul_bad_inputs():
         cudakit.matmul(A, [[1.0] * 6] * 5)
     with pytest.raises(ValueError, match=r"\(4, 5\).*\(6, 5\)"):
         cudakit.matmul(A, random_array((6, 5), np.float32))
-    with pytest.raises(ValueError, match="2-D"):
-        cudakit.matmul(A[0], B)
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match="0-d"):
+        cudakit.matmul(A[0, 0], B)
+    with pytest.raises(ValueError, match=r"columns \(5\) must equal B's rows \(6\)"):
         cudakit.matmul(A, B.reshape(5, 6, 1))
+    with pytest.raises(ValueError, match="do not broadcast"):
+        cudakit.matmul(A.reshape(1, 2, 2, 5), random_array((3, 5, 6), np.float32))
     with pytest.raises(TypeError, match="one dtype"):
         cudakit.matmul(A, B.astype(np.float64))
     with pytest.raises(TypeError, match="unsupported dtype"):
@@ -262,7 +265,7 @@ def test_tune_searches_checks_and_caches(monkeypatch, tmp_path):
     cache = tmp_path / "tune.json"
     monkeypatch.setenv(_tune.CACHE_ENV, str(cache))
     monkeypatch.setattr(_tune, "TUNE_SHAPES", {dt: [(256, 256, 128), (64, 64, 32)] for dt in (_tune.F32, _tune.F64)})
-    monkeypatch.setattr(_tune, "time_ms", lambda fn, reps=10, rounds=5: (fn(), 1.0)[1])
+    monkeypatch.setattr(_tune, "replay", lambda fn, reps=10, rounds=5: (fn(), timing.Stats(1e-3, 1e-3, 1e-3, 5))[1])
     device = cupy.cuda.runtime.getDevice()
     bad = _tune.candidates(np.float32, _tune.compute_capability(device))[0]
     real_run = mm.run_tile

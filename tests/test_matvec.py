@@ -209,7 +209,7 @@ def test_matvec_bad_inputs():
     with pytest.raises(ValueError, match="2-D"):
         cudakit.matvec(x, x)
     with pytest.raises(ValueError, match="1-D"):
-        cudakit.matvec(A, A)
+        cudakit.matvec(A, x[0])
     with pytest.raises(ValueError, match=r"\(4, 3\).*\(4,\)"):
         cudakit.matvec(A, random_array(4, np.float32))
     with pytest.raises(TypeError, match="one dtype"):

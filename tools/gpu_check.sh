@@ -38,7 +38,7 @@ pytest_shards() {
     pids+=($!)
   done
   # the NVRTC compile check is most of the suite's time: a process per architecture
-  for arch in $(python3 -c "from cudakit import _compile; print(*_compile.SUPPORTED_ARCHS)") other; do
+  for arch in $(python3 -c "from cudakit import _compile; print(*_compile.nvrtc_archs())") other; do
     select=$arch; [ $arch = other ] && select="not test_family_compiles"
     python3 -m pytest -q -p no:cacheprovider -rs tests/test_compile.py -k "$select" > /tmp/pytest_test_compile_$arch.log 2>&1 &
     pids+=($!)

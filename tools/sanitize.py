@@ -73,10 +73,40 @@ def main(small: bool) -> int:
                 else:
                     cudakit.transpose(a, out=out, variant=v.name, check=True)
                 runs += 1
+    runs += drop_in_shapes(small)
     cupy.cuda.Device().synchronize()
     print(f"sanitize: {runs} launches checked")
     return 0
 
 
+def drop_in_shapes(small: bool) -> int:
+    """The paths the fast planners pick for thin, batched, N-D, one-row and long-k problems."""
+    runs = 0
+    for dtype in (np.int8, np.float16, np.float32, np.float64):
+        for shape in ((3, 1001), (1001, 3), (31, 4099), (4099, 31), (2, 33), (1, 77)):
+            cudakit.transpose(rand(shape, dtype), check=True)
+            runs += 1
+        for shape, axes in (((3, 37, 41, 3), (0, 3, 1, 2)), ((3, 3, 37, 41), (0, 2, 3, 1)),
+                            ((2, 33, 35, 40), (0, 3, 1, 2)), ((2, 3, 5, 7), (3, 1, 0, 2))):
+            cudakit.transpose(rand(shape, dtype), axes, check=True)
+            runs += 1
+    for dtype in (np.float32, np.float64):
+        for sa, sb in (((5, 33, 17), (5, 17, 9)), ((17,), (3, 17, 9)), ((2, 1, 33, 17), (1, 3, 17, 9)),
+                       ((1, 300), (300, 65)), ((65, 300), (300, 1)), ((33, 70001), (70001, 35))):
+            cudakit.matmul(rand(sa, dtype), rand(sb, dtype), check=True)
+            runs += 1
+        for order in ("C", "F"):
+            cudakit.matmul(rand((129, 20001), dtype, order), rand((20001, 127), dtype, order), check=True)
+            runs += 1
+        cudakit.matvec(rand((3, 40, 33), dtype), rand((3, 33), dtype), check=True)
+        cudakit.matvec(rand((3, 40, 33), dtype), rand(33, dtype), check=True)
+        runs += 2
+    return runs
+
+
 if __name__ == "__main__":
+    if "--drop-in" in sys.argv:  # only the drop-in paths
+        cupy.cuda.set_allocator(None)
+        print(f"sanitize: {drop_in_shapes(False)} launches checked")
+        sys.exit(0)
     sys.exit(main(small="--small" in sys.argv))

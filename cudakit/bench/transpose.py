@@ -1,6 +1,8 @@
 """transpose in the bench: read against cudaMemcpy of the same bytes, timed in the same case."""
 from __future__ import annotations
 
+import math
+
 from .base import Case, OpBench
 from ..testing import random_array
 
@@ -19,14 +21,34 @@ class TransposeBench(OpBench):
         cases = [Case(op, t, (16384, 16384), headline=t == f32) for t in ("int8", "float16", f32, "float64")]
         cases += [Case(op, f32, (8192, 8192))]
         cases += [Case(op, t, d) for d in ((1024, 262144), (262144, 1024)) for t in ("int8", "float16", f32, "float64")]
-        return cases + [Case(op, t, (8191, 8193)) for t in ("int8", "float16", f32, "float64")]
+        cases += [Case(op, t, (8191, 8193)) for t in ("int8", "float16", f32, "float64")]
+        # thin matrices and image layouts (the fast variant and CuPy only): point clouds (N, 3) both ways,
+        # NHWC -> NCHW and back with 3 and 64 channels
+        thin = [Case(op, t, d, fast_only=True) for t in ("int8", f32) for d in ((2**25, 3), (3, 2**25))]
+        images = [Case(op, t, d, axes, fast_only=True) for t in ("uint8", f32)
+                  for d, axes in (((64, 512, 512, 3), "0312"), ((64, 3, 512, 512), "0231"),
+                                  ((32, 128, 128, 64), "0312"), ((32, 64, 128, 128), "0231"),
+                                  ((32, 128, 128, 64), "0213"))]
+        return cases + thin + images
 
     def operand_elements(self, case):
-        return [case.dims[0] * case.dims[1]] * 2
+        return [math.prod(case.dims)] * 2
+
+    def shape_label(self, case):
+        text = super().shape_label(case)
+        return text if len(case.dims) == 2 else f"{text}, axes {case.order}"
+
+    def axes(self, case):
+        return tuple(int(a) for a in case.order) if len(case.dims) > 2 else None
 
     def sweep_case(self, draw):
         dtype = draw.choice(("int8", "float16", "float32", "float64"))
-        kind = draw.choice(("log", "log", "thin", "prime", "tiny"))
+        kind = draw.choice(("log", "log", "thin", "prime", "tiny", "nd"))
+        if kind == "nd":  # image layouts: NHWC <-> NCHW, HWC -> CHW, with 1 to 64 channels
+            n, h, w, c = draw.log_uniform(1, 64), draw.log_uniform(1, 4096), draw.log_uniform(1, 4096), \
+                draw.log_uniform(1, 64)
+            dims, axes = draw.choice((((n, h, w, c), "0312"), ((n, c, h, w), "0231"), ((h, w, c), "201")))
+            return Case(self.op, dtype, dims, axes)
         if kind == "thin":  # a side below 32: a point cloud (N, 3), or its transpose
             dims = (draw.small(), draw.log_uniform())[::draw.choice((1, -1))]
         elif kind == "prime":
@@ -43,23 +65,25 @@ class TransposeBench(OpBench):
     def make(self, case):
         import cupy
 
-        m, n = case.dims
-        return {"A": random_array((m, n), case.dtype), "out": cupy.empty((n, m), case.dtype)}
+        axes = self.axes(case)
+        shape = case.dims[::-1] if axes is None else tuple(case.dims[i] for i in axes)
+        return {"A": random_array(case.dims, case.dtype), "out": cupy.empty(shape, case.dtype), "axes": axes}
 
     def call(self, variant, s):
         import cudakit
 
-        return cudakit.transpose(s["A"], variant=variant.name, out=s["out"], check=False)
+        return cudakit.transpose(s["A"], s["axes"], variant=variant.name, out=s["out"], check=False)
 
     def reference(self, s):
         import cupy
 
-        return cupy.ascontiguousarray(s["A"].T)
+        return cupy.ascontiguousarray(cupy.transpose(s["A"], s["axes"]))
 
     def error(self, case, ctx, s0, out):
         import cupy
 
-        return {"kind": "exact", "value": bool(cupy.array_equal(out, s0["A"].T)), "against": "A.T"}
+        want = cupy.transpose(s0["A"], s0["axes"])
+        return {"kind": "exact", "value": bool(cupy.array_equal(out, want)), "against": "A.T"}
 
     def ceiling_rows(self, case, sets):
         import cupy

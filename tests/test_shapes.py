@@ -1,0 +1,185 @@
+"""Drop-in shapes (issue 17): every operand form cupy.matmul and cupy.transpose take, checked against CuPy's own
+results (and float64), with the paths the planners pick for thin, long-k, one-row and batched problems."""
+import importlib
+
+import numpy as np
+import pytest
+
+import cudakit
+from conftest import assert_close, poisoned, random_array
+
+mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
+tr = importlib.import_module("cudakit.transpose")
+
+DTYPES = [np.float32, np.float64]
+
+
+def ref64(A, B):
+    import cupy
+
+    return cupy.matmul(A.astype(cupy.float64), B.astype(cupy.float64))
+
+
+def same_bits(x, y) -> bool:
+    import cupy
+
+    bits = np.dtype(f"u{x.dtype.itemsize}")
+    return x.shape == y.shape and bool(cupy.array_equal(x.view(bits), y.copy(order="C").view(bits)))
+
+
+# ---------------------------------------------------------------------------------------------------- transpose
+THIN = [(3, 1_000_003), (1_000_003, 3), (31, 70_001), (70_001, 31), (1, 4097), (4097, 1), (2, 33), (17, 5),
+        (12, 87_547)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape", THIN, ids=lambda s: "x".join(map(str, s)))
+def test_thin_transposes_are_exact(dtype, shape):
+    a = random_array(shape, dtype)
+    out = poisoned(shape[::-1], dtype)
+    assert cudakit.transpose(a, out=out) is out
+    assert same_bits(out, a.T)
+
+
+@pytest.mark.gpu
+def test_thin_transposes_take_the_thin_path():
+    assert tr.thin_side((3, 1 << 20)) == 3 and tr.thin_side((1 << 20, 31)) == 31
+    assert tr.thin_side((32, 1 << 20)) is None and tr.thin_side((40, 40)) is None
+
+
+AXES = [((2, 3, 4), None), ((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((5, 7, 9, 3), (0, 3, 1, 2)),
+        ((5, 3, 7, 9), (0, 2, 3, 1)), ((4, 33, 65, 3), (0, 3, 1, 2)), ((2, 3, 1, 4, 5), (4, 2, 0, 3, 1)),
+        ((3, 2, 2, 2, 2, 2, 2, 3), (7, 6, 5, 4, 3, 2, 1, 0)), ((6,), None), ((6,), (0,)), ((64, 96), (1, 0)),
+        ((2, 0, 3), (2, 1, 0)), ((), None)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape,axes", AXES, ids=str)
+def test_nd_transpose_equals_cupy(dtype, shape, axes):
+    import cupy
+
+    a = random_array(shape, dtype)
+    want = cupy.transpose(a, axes).copy(order="C")  # (cupy.ascontiguousarray makes a 0-d array 1-D)
+    got = cudakit.transpose(a, axes=axes)
+    assert got.flags.c_contiguous and same_bits(got, want)
+    out = poisoned(want.shape, dtype)
+    assert cudakit.transpose(a, axes, out=out) is out and same_bits(out, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["F", "sliced", "negative"])
+def test_nd_transpose_of_views(layout):
+    import cupy
+
+    base = random_array((6, 10, 12), np.float32)
+    a = {"F": cupy.asfortranarray(base), "sliced": base[:, ::2, 1:], "negative": base[::-1, :, ::-1]}[layout]
+    for axes in (None, (0, 2, 1), (2, 0, 1)):
+        assert same_bits(cudakit.transpose(a, axes), cupy.transpose(a, axes))
+
+
+@pytest.mark.gpu
+def test_nd_transpose_bad_axes_raise_like_numpy():
+    a = random_array((2, 3, 4), np.float32)
+    for axes in ((0, 1), (0, 1, 1), (0, 1, 3), (0, 1, -4)):
+        with pytest.raises(ValueError, match="axes"):
+            cudakit.transpose(a, axes)
+    assert same_bits(cudakit.transpose(a, (-1, 0, 1)), a.transpose(2, 0, 1))
+    with pytest.raises(ValueError, match="at most 8"):
+        cudakit.transpose(random_array((1,) * 9, np.float32))
+
+
+# ---------------------------------------------------------------------------------------------------- matmul
+BATCHED = [((3, 5, 7), (3, 7, 4)), ((3, 5, 7), (7, 4)), ((5, 7), (2, 3, 7, 4)), ((2, 1, 5, 7), (1, 3, 7, 4)),
+           ((4, 1, 33, 17), (3, 17, 9)), ((7,), (7,)), ((7,), (7, 5)), ((5, 7), (7,)), ((7,), (2, 7, 3)),
+           ((2, 4, 7), (7,)), ((1, 1, 7), (7, 1)), ((0, 5, 7), (7, 4)), ((2, 5, 0), (2, 0, 4)),
+           ((64, 32, 32), (64, 32, 32)), ((2, 3, 4, 5, 6), (6, 2))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", BATCHED, ids=str)
+def test_nd_matmul_equals_cupy(dtype, shapes):
+    import cupy
+
+    a, b = (random_array(s, dtype) for s in shapes)
+    want = cupy.matmul(a, b)
+    got = cudakit.matmul(a, b)
+    assert got.shape == want.shape and got.dtype == want.dtype and got.flags.c_contiguous
+    k = shapes[0][-1]
+    if got.size:
+        assert_close(got, ref64(a, b), dtype, max(k, 1), str(shapes))
+    out = poisoned(want.shape, dtype)
+    assert cudakit.matmul(a, b, out=out) is out
+    if out.size:
+        assert_close(out, ref64(a, b), dtype, max(k, 1), str(shapes))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batched_operands_read_in_place_strided_and_broadcast(dtype):
+    import cupy
+
+    base = random_array((4, 9, 40, 24), dtype)
+    views = [base[:, 2, :33, :17], base[:, 2, :17, :33].transpose(0, 2, 1), base[::2, 1, :33, :17],
+             cupy.broadcast_to(base[0, 0, :33, :17], (4, 33, 17))]
+    b = random_array((17, 9), dtype)
+    for a in views:
+        assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, 17)
+        assert_close(cudakit.matmul(b.T, a.transpose(0, 2, 1)), ref64(b.T, a.transpose(0, 2, 1)), dtype, 17)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mkn", [(1, 5000, 300), (300, 5000, 1), (1, 1, 1), (1, 70_001, 1), (129, 66_000, 127),
+                                 (64, 100_003, 64), (7, 4099, 5), (255, 8192, 129)], ids=str)
+def test_one_row_and_long_k_products(dtype, mkn):
+    m, k, n = mkn
+    for oa, ob in (("C", "C"), ("F", "F"), ("C", "F")):
+        a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
+        out = poisoned((m, n), dtype)
+        cudakit.matmul(a, b, out=out)
+        assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
+
+
+@pytest.mark.gpu
+def test_split_k_plan_covers_k_exactly():
+    for k in (4096, 66_000, 100_003):
+        splits, depth = mm.split_k(tiles=1, slots=264, k=k, bk=32)
+        assert splits > 1 and depth % 32 == 0 and (splits - 1) * depth < k <= splits * depth
+    assert mm.split_k(tiles=1024, slots=264, k=4096, bk=16) == (1, 4096)  # a full grid keeps its k
+
+
+@pytest.mark.gpu
+def test_nd_matmul_errors_match_cupy():
+    import cupy
+
+    a = random_array((2, 5, 7), np.float32)
+    for b in (random_array((3, 7, 4), np.float32), random_array((2, 6, 4), np.float32)):
+        with pytest.raises(ValueError):
+            cupy.matmul(a, b)
+        with pytest.raises(ValueError):
+            cudakit.matmul(a, b)
+    with pytest.raises(ValueError, match="0-d"):
+        cudakit.matmul(cupy.float32(2.0) * cupy.ones(()), a)
+    with pytest.raises(TypeError, match="dtype"):
+        cudakit.matmul(a, random_array((7, 3), np.float64))
+    with pytest.raises(ValueError, match="shape"):
+        cudakit.matmul(a, random_array((7, 3), np.float32), out=poisoned((5, 3), np.float32))
+
+
+# ---------------------------------------------------------------------------------------------------- matvec
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", [((3, 40, 33), (3, 33)), ((3, 40, 33), (33,)), ((40, 33), (5, 33)),
+                                    ((2, 1, 40, 33), (3, 33)), ((40, 33), (33,)), ((0, 4, 3), (3,))], ids=str)
+def test_batched_matvec_equals_cupy(dtype, shapes):
+    import cupy
+
+    A, x = random_array(shapes[0], dtype), random_array(shapes[1], dtype)
+    want = cupy.matmul(A, x[..., None])[..., 0]
+    got = cudakit.matvec(A, x)
+    assert got.shape == want.shape and got.flags.c_contiguous
+    if got.size:
+        assert_close(got, ref64(A, x[..., None])[..., 0], dtype, shapes[0][-1], str(shapes))
