@@ -2,6 +2,9 @@
 2-D products with one stride per operand, and permutations with their mergeable axes merged."""
 from __future__ import annotations
 
+import functools
+import math
+
 MAX_NDIM = 8  # the most axes cudakit.transpose takes
 
 
@@ -20,7 +23,7 @@ def matmul_shapes(op: str, a_shape: tuple, b_shape: tuple):
         raise ValueError(f"cudakit.{op}: A has shape {a_shape} and B has shape {b_shape}; "
                          f"A's columns ({k}) must equal B's rows ({k2})")
     try:
-        batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
+        batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2])) if len(a2) > 2 or len(b2) > 2 else ()
     except ValueError:
         raise ValueError(f"cudakit.{op}: the batch axes of A {a_shape} and B {b_shape} do not broadcast") from None
     result = batch + ((m,) if len(a_shape) > 1 else ()) + ((n,) if len(b_shape) > 1 else ())
@@ -62,6 +65,12 @@ def normalize_axes(op: str, ndim: int, axes) -> tuple[int, ...]:
     return axes
 
 
+@functools.lru_cache(maxsize=4096)
+def transpose_plan(shape: tuple, axes: tuple) -> tuple[tuple, tuple, tuple]:
+    """(result shape, merged shape, merged permutation) of transposing C-contiguous data of `shape` by `axes`."""
+    return (tuple(shape[a] for a in axes),) + merged_permutation(shape, axes)
+
+
 def merged_permutation(shape: tuple, axes: tuple) -> tuple[tuple, tuple]:
     """(shape, perm) of the same transpose of C-contiguous data with axes of length 1 dropped and every pair of
     input axes that stays adjacent, in order, in the output merged into one: perm[j] is the merged input axis that
@@ -74,7 +83,7 @@ def merged_permutation(shape: tuple, axes: tuple) -> tuple[tuple, tuple]:
         else:
             runs.append([a])
     order = sorted(range(len(runs)), key=lambda j: runs[j][0])  # merged axes in input order
-    sizes = [_prod(shape[a] for a in runs[j]) for j in order]
+    sizes = [math.prod(shape[a] for a in runs[j]) for j in order]
     rank = {j: i for i, j in enumerate(order)}
     return tuple(sizes), tuple(rank[j] for j in range(len(runs)))
 
@@ -84,10 +93,3 @@ def _next_kept(shape, axis):
         if shape[a] != 1:
             return a
     return None
-
-
-def _prod(xs) -> int:
-    p = 1
-    for x in xs:
-        p *= x
-    return p

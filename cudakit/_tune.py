@@ -212,9 +212,18 @@ TUNE_SHAPES = {
 }
 
 
-def choose(large: Tile, small: Tile, m: int, n: int, sms: int) -> Tile:
-    """The fast variant's rule: the large tile when its grid covers every SM at least once, else the small one."""
-    return large if -(-m // large.bm) * -(-n // large.bn) >= sms else small
+MAX_PADDING = 1.25  # the large tile may compute at most this much more padding than the small one
+
+
+def choose(large: Tile, small: Tile, m: int, n: int, sms: int, count: int = 1) -> Tile:
+    """The fast variant's rule for `count` products of m x n: the large tile when its grid covers every SM at least
+    once and the padding its edge tiles compute is not much more than the small tile's, else the small one (a
+    batch of small products would otherwise spend most of the large tile's work on padding)."""
+    def padded(t: Tile) -> int:
+        return -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn
+
+    covers = count * -(-m // large.bm) * -(-n // large.bn) >= sms
+    return large if covers and padded(large) <= MAX_PADDING * padded(small) else small
 
 
 def best_pair(rates: dict, sms: int) -> tuple[Tile, Tile]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 
 import cupy
 import numpy as np
@@ -114,11 +115,18 @@ def stream_k_tail(tiles: int, slots: int, k: int, bk: int) -> tuple[int, int]:
     return tiles - rest - slots, slots
 
 
+@functools.lru_cache(maxsize=None)
 def resident_tiles(tile: Tile, dtype, device_id: int) -> int:
     """Blocks of `tile` the GPU holds at once: SMs x blocks per SM (the driver's occupancy calculator, run on the
     C-order instantiation; the layouts' instantiations differ in little but their loads)."""
     fn = kernel(FAMILY, tile.expression(dtype, True, False, True), tile_instantiations(tile, dtype))
     return sm_count(device_id) * resident_blocks(fn, tile.threads, tile.shared_bytes(dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _tile_kernel(tile: Tile, dtype, a_kc: bool, b_kc: bool, vec: bool, device_id: int):
+    """The compiled kernel of one tile and layout on device_id (the current device, which kernel() compiles for)."""
+    return kernel(FAMILY, tile.expression(dtype, a_kc, b_kc, vec), tile_instantiations(tile, dtype))
 
 
 def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last=None, c_ptr=None) -> None:
@@ -138,7 +146,7 @@ def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last
     vec = vec and batch[1] % width == 0 and batch[2] % width == 0
     c_ptr = out.data.ptr if c_ptr is None else c_ptr
     vec_c = c_ptr % 16 == 0 and n % width == 0
-    fn = kernel(FAMILY, tile.expression(a.dtype, a_kc, b_kc, vec), tile_instantiations(tile, a.dtype))
+    fn = _tile_kernel(tile, a.dtype, a_kc, b_kc, vec, out.data.device_id)
     tiles = -(-m // tile.bm) * -(-n // tile.bn)
     tail_start, sk_blocks, partials, counters = tiles, 0, 0, 0
     count, batch_a, batch_b = batch
@@ -152,9 +160,8 @@ def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last
         last_k = k if k_last is None or b0 + here < count else k_last
         launch(fn, (tail_start + sk_blocks, here), (tile.threads,),
                (a.data.ptr + b0 * batch_a * item, b.data.ptr + b0 * batch_b * item, c_ptr + b0 * m * n * item,
-                np.int64(m), np.int64(n), np.int64(k), np.int64(lda), np.int64(ldb), np.int32(vec_c),
-                np.int64(tail_start), np.int32(sk_blocks), partials, counters, np.int64(batch_a),
-                np.int64(batch_b), np.int64(last_k)), shared_mem=tile.shared_bytes(a.dtype))
+                m, n, k, lda, ldb, int(vec_c), tail_start, sk_blocks, partials, counters, batch_a, batch_b, last_k),
+               shared_mem=tile.shared_bytes(a.dtype))
 
 
 MIN_SPLIT_DEPTH = 256  # the least k a split-k share takes: shallower shares cost more in partial sums than they gain
@@ -188,7 +195,7 @@ def run_split_k(tile: Tile, A, B, out, splits: int, depth: int) -> None:
     run_tile(tile, A[:, :depth], B[:depth, :], out, batch=batch, k_last=k - (splits - 1) * depth, c_ptr=partials)
     fn = kernel(FAMILY, f"splitk_sum<{_CTYPE[out.dtype]}>", seed_instantiations(out.dtype))
     blocks = min(-(-m * n // 256), sm_count(out.data.device_id) * 8)
-    launch(fn, (blocks,), (256,), (out, partials, np.int64(m * n), np.int32(splits)))
+    launch(fn, (blocks,), (256,), (out.data.ptr, partials, m * n, splits))
 
 
 def pick_tile(device_id: int, dtype, m: int, n: int) -> Tile:
@@ -295,7 +302,7 @@ def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None):
             return out
         a = A[None, :] if A.ndim == 1 else A
         b = B[:, None] if B.ndim == 1 else B
-        c = out.reshape(batch + (m, n))
+        c = out if out.shape == batch + (m, n) else out.reshape(batch + (m, n))
         if not batch:
             run(a, b, c)
         elif variant == "fast":
@@ -310,27 +317,31 @@ def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None):
 
 
 def _batch_operand(x, batch: tuple, row_axis: int):
-    """x broadcast over `batch` and readable by the kernels as a batch: every matrix in one layout the kernels
-    read in place, whole elements between matrices (a broadcast axis: 0); else a C-contiguous copy."""
-    full = cupy.broadcast_to(x, batch + x.shape[-2:])
+    """(x broadcast over `batch`, its first matrix), readable by the kernels as a batch: every matrix in one layout
+    the kernels read in place, whole elements between matrices (a broadcast axis: 0); else a C-contiguous copy."""
+    full = x if x.shape[:-2] == batch else cupy.broadcast_to(x, batch + x.shape[-2:])
     first = full[(0,) * len(batch)]
     item = x.itemsize
-    readable = _layout(first, row_axis)[0] is first and all(st >= 0 and st % item == 0 for st in full.strides[:-2])
-    return full if readable else cupy.ascontiguousarray(full)
+    if _layout(first, row_axis)[0] is first and all(st >= 0 and st % item == 0 for st in full.strides[:-2]):
+        return full, first
+    full = cupy.ascontiguousarray(full)
+    return full, full[(0,) * len(batch)]
 
 
 def _run_fast_batched(a, b, c, batch: tuple) -> None:
     """Every product of the batch on the fast variant's tile, a run of evenly spaced products per launch."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    a, b = _batch_operand(a, batch, 0), _batch_operand(b, batch, 1)
+    (a, a0), (b, b0) = _batch_operand(a, batch, 0), _batch_operand(b, batch, 1)
     item = a.itemsize
     strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
     large, small = _tune.tiles(c.data.device_id, c.dtype)
-    tile = _tune.choose(large, small, m, n * count, sm_count(c.data.device_id))
-    first = (0,) * len(batch)
-    a0, b0, c0 = a[first], b[first], c[first]
+    tile = _tune.choose(large, small, m, n, sm_count(c.data.device_id), count * math.prod(size for size, *_ in outer))
+    c0 = c[(0,) * len(batch)]
+    if not outer:  # one evenly spaced run: one launch
+        run_tile(tile, a0, b0, c0, batch=(count, step_a, step_b))
+        return
     for idx in np.ndindex(*(size for size, *_ in outer)):
         off_a = sum(i * st for i, (_, st, _, _) in zip(idx, outer))
         off_b = sum(i * st for i, (_, _, st, _) in zip(idx, outer))

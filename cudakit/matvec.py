@@ -115,7 +115,8 @@ def plan(A, x, *, split: bool = True, **tuning) -> Plan:
     """
     col_major = _col_major(A)
     aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)
-    return _plan(A.shape, A.dtype, col_major, aligned, A.data.device_id, split, tuple(sorted(tuning.items())))
+    return _plan(A.shape, A.dtype, col_major, aligned, A.data.device_id, split,
+                 tuple(sorted(tuning.items())) if tuning else ())
 
 
 @functools.lru_cache(maxsize=4096)
@@ -172,11 +173,11 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
 def _run_plan(A, x, out, p: Plan):
     m, n = A.shape
     fn = _kernel(p.kernel, A.dtype)
-    dst, count = out, 0  # pointers and integers alike go to launch() as Python ints
+    out_ptr = out.data.ptr
+    dst, count = out_ptr, 0  # launch() takes pointers and integers alike as Python ints: its quickest path
     if p.chunks > 1:
         dst, count = workspace(p.chunks * m * A.itemsize, counters=p.tiles)
-    launch(fn, (p.grid, p.chunks), (FAST_THREADS,),
-           (A, x, np.int64(m), np.int64(n), np.int64(p.chunk), dst, out, count))
+    launch(fn, (p.grid, p.chunks), (FAST_THREADS,), (A.data.ptr, x.data.ptr, m, n, p.chunk, dst, out_ptr, count))
 
 
 def run_fast(A, x, out):
@@ -228,8 +229,12 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
                          f"A.shape[-1] must equal x.shape[-1]")
     dtype, device_id = _args.common("matvec", {"A": A, "x": x})
     run = lookup("matvec", variant).run
-    batch, m, n, _, shape = _nd.matmul_shapes("matvec", A.shape, x.shape[:-1] + (x.shape[-1], 1))
-    shape, A_in, x_in = shape[:-1], A, x
+    if A.ndim == 2 and x.ndim == 1:  # the common case, without the batch axes' broadcasting
+        batch, (m, n), shape = (), A.shape, A.shape[:1]
+    else:
+        batch, m, n, _, shape = _nd.matmul_shapes("matvec", A.shape, x.shape[:-1] + (x.shape[-1], 1))
+        shape = shape[:-1]
+    A_in, x_in = A, x
     with _args.on_device(device_id):
         out = _args.output("matvec", out, shape, dtype, device_id, {"A": A, "x": x})
         if out.size == 0:
@@ -241,7 +246,7 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
             A = A.reshape(-1, n)
         if A.ndim == 2 and x.ndim == 1:
             A = _args.contiguous_or_copy(A)
-            run(A, x if x.flags.c_contiguous else cupy.ascontiguousarray(x), out.reshape(-1))
+            run(A, x if x.flags.c_contiguous else cupy.ascontiguousarray(x), out if out.ndim == 1 else out.reshape(-1))
         else:
             A, x = cupy.broadcast_to(A, batch + (m, n)), cupy.broadcast_to(x, batch + (n,))
             c = out.reshape(batch + (m,))

@@ -127,35 +127,50 @@ def is_aligned(a, out) -> bool:
 def vec16_runner(swizzle: bool, word_gather: bool, shape=None, seam=None, min_blocks=None, group_shift=None):
     """The launcher of one vec16 step; `shape` (units per tile row, per tile column, threads), `seam` (bytes),
     `min_blocks` and `group_shift` are for tuning probes."""
+    probe = (shape, seam, min_blocks, group_shift) != (None,) * 4
+
     def run(a, out, batch: int = 1):
         rows, cols = a.shape  # of each of `batch` matrices, one after the other in a and in out
         e = a.itemsize
         aligned = is_aligned(a, out)
-        ic, oc, threads = shape or vec16_shape(e, aligned)
-        v = 16 // e
-        seam_bytes = seam or VEC16_SEAM[e]
-        row_step = oc * v if aligned else oc * v - seam_bytes // e  # misaligned tiles overlap by a seam
-        tiles_r, tiles_c = -(-rows // row_step), -(-cols // (ic * v))
-
-        def compiled(shift):
-            expr = vec16_expression(e, aligned, swizzle, word_gather, shift, shape, seam_bytes, min_blocks)
-            built = shape is None and seam is None and min_blocks is None and (aligned, shift) in vec16_orders(e)
-            return kernel(FAMILY, expr, instantiations(e) if built else (expr,))  # probes' kernels: a module each
-
-        shift = group_shift
-        if shift is None:
-            shift = VEC16_MISALIGNED_GROUP_SHIFT[e] if not aligned else vec16_group_shift(
-                tiles_c, row_step * e, resident_blocks(compiled(0), threads) * sm_count(a.data.device_id))
-        group = 1 << shift
-        blocks = -(-tiles_r // group) * group * tiles_c  # whole groups of tile rows
-        if blocks >= 2**31:
-            raise ValueError(f"cudakit.transpose: shape {a.shape} needs {blocks} tiles, more than one grid holds")
+        config = (_vec16_config_uncached if probe else _vec16_config)(
+            e, aligned, rows, cols, swizzle, word_gather, a.data.device_id, shape, seam, min_blocks, group_shift)
+        fn, blocks, threads, tiles_r, tiles_c = config
+        matrix_bytes = rows * cols * e
         for b0 in range(0, batch, MAX_GRID_Y):
-            first = b0 * rows * cols * e
-            launch(compiled(shift), (blocks, min(MAX_GRID_Y, batch - b0)), (threads,),
-                   (out.data.ptr + first, a.data.ptr + first, np.int64(rows), np.int64(cols), np.uint32(tiles_r),
-                    np.uint32(tiles_c), np.int64(rows * cols)))
+            first = b0 * matrix_bytes
+            launch(fn, (blocks, min(MAX_GRID_Y, batch - b0)), (threads,),
+                   (out.data.ptr + first, a.data.ptr + first, rows, cols, tiles_r, tiles_c, rows * cols))
     return run
+
+
+def _vec16_config_uncached(e, aligned, rows, cols, swizzle, word_gather, device_id, shape, seam, min_blocks,
+                           group_shift):
+    """(kernel, blocks, threads, tile rows, tile columns) of a vec16 launch on one (rows, cols) matrix."""
+    ic, oc, threads = shape or vec16_shape(e, aligned)
+    v = 16 // e
+    seam_bytes = seam or VEC16_SEAM[e]
+    row_step = oc * v if aligned else oc * v - seam_bytes // e  # misaligned tiles overlap by a seam
+    tiles_r, tiles_c = -(-rows // row_step), -(-cols // (ic * v))
+
+    def compiled(shift):
+        expr = vec16_expression(e, aligned, swizzle, word_gather, shift, shape, seam_bytes, min_blocks)
+        built = shape is None and seam is None and min_blocks is None and (aligned, shift) in vec16_orders(e)
+        return kernel(FAMILY, expr, instantiations(e) if built else (expr,))  # probes' kernels: a module each
+
+    shift = group_shift
+    if shift is None:
+        shift = VEC16_MISALIGNED_GROUP_SHIFT[e] if not aligned else vec16_group_shift(
+            tiles_c, row_step * e, resident_blocks(compiled(0), threads) * sm_count(device_id))
+    group = 1 << shift
+    blocks = -(-tiles_r // group) * group * tiles_c  # whole groups of tile rows
+    if blocks >= 2**31:
+        raise ValueError(f"cudakit.transpose: shape {(rows, cols)} needs {blocks} tiles, more than one grid holds")
+    return compiled(shift), blocks, threads, tiles_r, tiles_c
+
+
+# a hot call looks its launch up (kernel() compiles for the current device, which device_id names)
+_vec16_config = functools.lru_cache(maxsize=4096)(_vec16_config_uncached)
 
 
 THIN_SIDE = 32  # a side shorter than a warp takes the thin kernel in the fast variant
@@ -178,8 +193,8 @@ def run_thin(a, out, batch: int = 1) -> None:
     run = min(run, -(-rows // 32) * 32)
     per_matrix = -(-rows // run)
     fn = kernel(FAMILY, f"transpose_thin<{_UINT[e]}, {_flag(wide_in)}>", instantiations(e))
-    launch(fn, (per_matrix * batch,), (256,), (out, a, np.int64(rows), np.int32(c), np.int32(run),
-                                               np.int64(per_matrix)), shared_mem=c * (run + 1) * e)
+    launch(fn, (per_matrix * batch,), (256,), (out.data.ptr, a.data.ptr, rows, c, run, per_matrix),
+           shared_mem=c * (run + 1) * e)
 
 
 def _fast_runner():
@@ -245,32 +260,36 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
     run = lookup("transpose", variant).run
     device_id = a.data.device_id
     with _args.on_device(device_id):
-        out = _args.output("transpose", out, tuple(a.shape[i] for i in axes), a.dtype, device_id, {"a": a})
+        out_shape, shape, perm = _nd.transpose_plan(a.shape, axes)
+        out = _args.output("transpose", out, out_shape, a.dtype, device_id, {"a": a})
         if out.data.ptr % a.itemsize:
             raise ValueError(f"cudakit.transpose: out is not aligned to its {a.itemsize}-byte elements")
         if a.size == 0:
             return out
-        view = a.transpose(axes)
-        if view.flags.c_contiguous:  # the result is a's bytes in a's order
-            out.data.copy_from_device_async(a.data, a.nbytes)
-        else:
-            src = a if a.flags.c_contiguous and a.data.ptr % a.itemsize == 0 else a.copy(order="C")
-            shape, perm = _nd.merged_permutation(src.shape, axes)
-            if perm == (1, 0):
-                run(src.reshape(shape), out.reshape(shape[::-1]))
-            elif perm == (0, 2, 1):  # a batch of 2-D transposes, one after the other in both arrays
-                batch, rows, cols = shape
-                first_in, first_out = src.reshape(shape)[0], out.reshape(batch, cols, rows)[0]
-                if variant in BATCHED_VARIANTS:
-                    run(first_in, first_out, batch)
-                else:
-                    for b in range(batch):
-                        run(src.reshape(shape)[b], out.reshape(batch, cols, rows)[b])
+        src = a
+        if not (a.flags.c_contiguous and a.data.ptr % a.itemsize == 0):
+            if a.transpose(axes).flags.c_contiguous:  # the result is a's bytes in a's order (an F-order matrix)
+                perm = ()
             else:
-                out[...] = view  # documented: CuPy's strided copy
+                src = a.copy(order="C")
+        if len(perm) <= 1:  # nothing moves but length-1 axes: the same bytes in the same order
+            out.data.copy_from_device_async(src.data, a.nbytes)
+        elif perm == (1, 0):
+            run(src if src.shape == shape else src.reshape(shape),
+                out if out.shape == shape[::-1] else out.reshape(shape[::-1]))
+        elif perm == (0, 2, 1):  # a batch of 2-D transposes, one after the other in both arrays
+            batch, rows, cols = shape
+            src3, out3 = src.reshape(shape), out.reshape(batch, cols, rows)
+            if variant in BATCHED_VARIANTS:
+                run(src3[0], out3[0], batch)
+            else:
+                for b in range(batch):
+                    run(src3[b], out3[b])
+        else:
+            out[...] = a.transpose(axes)  # documented: CuPy's strided copy
         if _check.enabled(check):
             bits = np.dtype(f"u{a.itemsize}")
-            want = cupy.ascontiguousarray(view)
+            want = cupy.ascontiguousarray(a.transpose(axes))
             wrong = int(cupy.count_nonzero(out.view(bits) != want.view(bits)))
             if wrong:
                 raise _check.CheckError(f"cudakit.transpose (variant {variant!r}, {a.dtype}): {wrong} of {out.size} "

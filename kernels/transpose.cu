@@ -399,8 +399,10 @@ __device__ __forceinline__ void store_words_shifted(char* out, index_t rows, ind
 // and tiles follow each other every TR rows; otherwise every TR - SEAM / E rows (see store_column).
 // MIN_BLOCKS: the blocks per SM that ptxas must leave registers for (the host's choice, see vec16_min_blocks), at most
 // what the SM holds. GROUP_SHIFT: the block order (a template parameter: as a run-time one its arithmetic spilled).
-#if __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890
-constexpr int SM_THREADS = 1536;  // the most threads an SM holds
+#if __CUDA_ARCH__ == 750
+constexpr int SM_THREADS = 1024;  // the most threads an SM holds
+#elif __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890
+constexpr int SM_THREADS = 1536;
 #else
 constexpr int SM_THREADS = 2048;
 #endif

@@ -393,6 +393,17 @@ def test_stream_k_tail_takes_a_short_last_wave_and_a_wave_more():
             assert sk_blocks == 264 and tiles - tail_start >= sk_blocks and tail_start % 264 == 0, tiles
 
 
+def test_a_batch_of_small_products_takes_the_small_tile():
+    """A batch's grid covers the GPU many times over, but a 32 x 54 product in a 128 x 128 tile is mostly padding:
+    the small tile serves it; products the large tile fits closely keep it, batched or not."""
+    f32 = _tune.CANDIDATES[_tune.F32]
+    large, small = f32[0], f32[6]
+    assert _tune.choose(large, small, 32, 54, 132, count=2965) is small
+    assert _tune.choose(large, small, 512, 512, 132, count=64) is large
+    assert _tune.choose(large, small, 4097, 4099, 132) is large
+    assert _tune.choose(large, small, 512, 512, 132) is small  # 16 tiles leave SMs idle
+
+
 def test_tune_scores_the_pair_as_pick_tile_will_run_it():
     """Session 2's H100 tune picked 128x256 as the large tile on 4096^3 alone; at 2048^3 its 128 blocks leave SMs
     idle, so the small tile ran there at a third of the speed. Scored pair by pair, the 128x128 tile wins."""

@@ -1,6 +1,9 @@
-"""Host cost per call of cudakit.dot and of each piece of its call path, against CuPy's dot and a bare launch.
+"""Host cost per call of cudakit.dot and of each piece of its call path, against CuPy's dot and a bare launch;
+with --ops, of every op on small shapes (N-D arguments included) against CuPy's call and a bare launch, with a
+profile of where cudakit's host time goes.
 
     PYTHONPATH=. python3 tools/call_overhead.py [--n 65536]
+    PYTHONPATH=. python3 tools/call_overhead.py --ops [--profile FILE]
 
 Each line is the median over 7 rounds of the mean wall time of 2000 back-to-back calls (perf_counter), the GPU
 work being tiny and asynchronous: this is what Python costs per call, the figure that bounds small dots.
@@ -43,10 +46,79 @@ def per_call_us(fn, calls: int = 2000, rounds: int = 7) -> float:
     return statistics.median(means)
 
 
+def small_cases():
+    """(label, cudakit call, CuPy call) per op on shapes whose GPU time is below the host's: what a pipeline's
+    small steps cost."""
+    def rand(shape, dtype="float32", order="C"):
+        return cupy.asarray(cupy.random.random(shape).astype(dtype), order=order)
+
+    cases = []
+    for shape, axes in (((150, 150), None), ((1000, 3), None), ((4, 64, 64, 3), (0, 3, 1, 2)), ((2, 3, 4, 5), (2, 0, 3, 1))):
+        a = rand(shape)
+        out = cupy.empty(cupy.transpose(a, axes).shape, a.dtype)
+        cases.append((f"transpose {shape} axes {axes}", lambda a=a, axes=axes, out=out: cudakit.transpose(a, axes, out=out),
+                      lambda a=a, axes=axes: cupy.ascontiguousarray(cupy.transpose(a, axes))))
+    for shape, xshape, order in (((18, 30), (30,), "C"), ((300, 200), (200,), "F"), ((8, 18, 30), (30,), "C")):
+        A, x = rand(shape, order=order), rand(xshape)
+        cases.append((f"matvec {shape} {order} @ {xshape}", lambda A=A, x=x: cudakit.matvec(A, x),
+                      lambda A=A, x=x: cupy.matmul(A, x)))
+    for sa, sb in (((64, 64), (64, 64)), ((1, 256), (256, 256)), ((4, 32, 32), (4, 32, 32)), ((100, 8, 8), (8, 8))):
+        A, B = rand(sa), rand(sb)
+        cases.append((f"matmul {sa} @ {sb}", lambda A=A, B=B: cudakit.matmul(A, B), lambda A=A, B=B: cupy.matmul(A, B)))
+    a, b = rand(4096), rand(4096)
+    cases.append(("dot 4096", lambda: cudakit.dot(a, b), lambda: cupy.dot(a, b)))
+    return cases
+
+
+def bare_launch_us() -> float:
+    """cuLaunchKernel of a one-block kernel with its parameters already built: the floor of any launch."""
+    a = cupy.empty(1, cupy.float32)
+    kernel = cupy.RawKernel("extern \"C\" __global__ void touch(float* p) { if (p[0] < -1.0f) p[0] = 0.0f; }", "touch")
+    kernel((1,), (32,), (a,))
+    values, params, _ = _compile._parameter_block()
+    values[0] = a.data.ptr
+    stream = cupy.cuda.get_current_stream().ptr
+    return per_call_us(lambda: cupy.cuda.driver.launchKernel(kernel.kernel.ptr, 1, 1, 1, 32, 1, 1, 0, stream,
+                                                             params, 0))
+
+
+def ops_overhead(profile_path: str | None) -> None:
+    import cProfile
+    import pstats
+
+    bare = bare_launch_us()
+    print(f"host µs per call, back to back (bare launch {bare:.2f} µs):")
+    print(f"  {'case':44s} {'cudakit':>8s} {'CuPy':>8s} {'- bare':>8s} {'no driver':>9s}")
+    profiler = cProfile.Profile()
+    for label, ours, theirs in small_cases():
+        t_ours, t_theirs = per_call_us(ours, calls=500), per_call_us(theirs, calls=500)
+        driver_call, _compile._launch_kernel = _compile._launch_kernel, lambda *args: None
+        try:
+            t_python = per_call_us(ours, calls=500)
+        finally:
+            _compile._launch_kernel = driver_call
+        print(f"  {label:44s} {t_ours:8.2f} {t_theirs:8.2f} {t_ours - bare:8.2f} {t_python:9.2f}")
+        if profile_path:
+            profiler.enable()
+            for _ in range(300):
+                ours()
+            profiler.disable()
+            cupy.cuda.get_current_stream().synchronize()
+    if profile_path:
+        with open(profile_path, "w") as f:
+            pstats.Stats(profiler, stream=f).sort_stats("tottime").print_stats(40)
+            pstats.Stats(profiler, stream=f).sort_stats("cumulative").print_stats(60)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1 << 16)
-    n = ap.parse_args().n
+    ap.add_argument("--ops", action="store_true", help="every op on small shapes instead of dot's pieces")
+    ap.add_argument("--profile", default=None, help="with --ops: write a cProfile of cudakit's calls here")
+    args = ap.parse_args()
+    if args.ops:
+        return ops_overhead(args.profile)
+    n = args.n
     a = cupy.random.random(n, dtype=cupy.float32)
     b = cupy.random.random(n, dtype=cupy.float32)
     out = cupy.empty((), cupy.float32)
