@@ -16,6 +16,7 @@ except ModuleNotFoundError as exc:
 
 from ._check import CheckError
 from ._variants import Variant, variants
+# The families: importing each registers its variants in _variants' table (which imports no family itself).
 from .dot import dot
 from .matmul import matmul
 from .matvec import matvec

@@ -8,7 +8,7 @@ import functools
 
 import numpy as np
 
-from ._compile import kernel, launch
+from ._compile import instantiation, kernel, launch
 from ._device import sm_count
 
 FAMILY = "ceilings"
@@ -16,13 +16,12 @@ THREADS = 256
 BLOCKS_PER_SM = 8  # 2048 resident threads per SM / 256: a full GPU whatever the buffer size
 READ_UNROLL = 4  # 16-byte loads in flight per thread per step
 FMA_CHAINS = 8  # independent FMA chains per thread (more than the FMA latency in issue slots)
-_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_FMA_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def instantiations() -> tuple[str, ...]:
-    return (f"stream_read<{READ_UNROLL}>",) + tuple(f"fma_throughput<{t}, {FMA_CHAINS}>" for t in _CTYPE.values()) + (
-        "hold_stream", "launch_floor",
-    )
+    return (instantiation("stream_read", READ_UNROLL),) + tuple(
+        instantiation("fma_throughput", t, FMA_CHAINS) for t in _FMA_DTYPES) + ("hold_stream", "launch_floor")
 
 
 def instantiation_groups():
@@ -41,7 +40,7 @@ def stream_read(src, sink) -> int:
     """
     if src.nbytes % 16 or src.data.ptr % 16 or not src.flags.c_contiguous:
         raise ValueError("cudakit._ceilings.stream_read: src must be C-contiguous, 16-byte aligned, whole 16-byte words")
-    fn = kernel(FAMILY, f"stream_read<{READ_UNROLL}>", instantiations())
+    fn = kernel(FAMILY, instantiation("stream_read", READ_UNROLL), instantiations())
     launch(fn, (sink.size,), (THREADS,), (src, np.int64(src.nbytes // 16), sink))
     return src.nbytes
 
@@ -49,7 +48,7 @@ def stream_read(src, sink) -> int:
 def fma_throughput(dtype, iterations: int, sink) -> int:
     """Run FMA chains in `dtype` on one thread per element of `sink` (a multiple of THREADS); return the FLOPs."""
     dtype = np.dtype(dtype)
-    fn = kernel(FAMILY, f"fma_throughput<{_CTYPE[dtype]}, {FMA_CHAINS}>", instantiations())
+    fn = kernel(FAMILY, instantiation("fma_throughput", dtype, FMA_CHAINS), instantiations())
     # x -> 0.999 x + 0.001 settles at 1: no overflow, no denormals, never the sentinel -1.
     args = (dtype.type(0.999), dtype.type(0.001), np.int32(iterations), dtype.type(-1), sink)
     launch(fn, (sink.size // THREADS,), (THREADS,), args)

@@ -51,6 +51,44 @@ def options() -> tuple[str, ...]:
     return NVRTC_OPTIONS + (f"-I{kernel_dir()}",)
 
 
+# ---- template instantiations: the one place their text is spelled (a kernel is looked up by this exact string)
+
+_CTYPES = {np.float32: "float", np.float64: "double"}
+_UINT_CTYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
+
+
+def ctype(dtype) -> str:
+    """The CUDA C type of a float dtype (anything np.dtype takes): float32 -> "float", float64 -> "double"."""
+    return _CTYPES[np.dtype(dtype).type]
+
+
+def uint_ctype(itemsize: int) -> str:
+    """The unsigned integer CUDA C type of `itemsize` (1, 2, 4 or 8) bytes: what the raw-bits transpose moves."""
+    return _UINT_CTYPES[itemsize]
+
+
+def cbool(x) -> str:
+    """A C++ bool literal: "true" or "false"."""
+    return "true" if x else "false"
+
+
+def _template_arg(arg) -> str:
+    if isinstance(arg, str):  # a C type or literal, taken as it is
+        return arg
+    if isinstance(arg, (bool, np.bool_)):
+        return cbool(arg)
+    if isinstance(arg, (int, np.integer)):
+        return str(int(arg))
+    return ctype(arg)  # a NumPy dtype or scalar type
+
+
+@functools.lru_cache(maxsize=None, typed=True)  # launches name their kernel per call: spell each one once
+def instantiation(name: str, *args) -> str:
+    """The template instantiation `name<a, b, ...>`: a str argument as it is, a bool as true/false, an integer in
+    decimal, a float dtype as its C type (uint_ctype(itemsize) spells an unsigned type)."""
+    return f"{name}<{', '.join(_template_arg(arg) for arg in args)}>"
+
+
 @functools.lru_cache(maxsize=None)
 def _module(family: str, expressions: tuple[str, ...], device_id: int):
     with cupy.cuda.Device(device_id):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._compile import instantiation
 from .bench.timing import replay
 
 CACHE_ENV = "CUDAKIT_TUNE_CACHE"
@@ -67,13 +68,12 @@ class Tile:
         return self.kind == "simt" or (np.dtype(dtype) == F64 and cc >= 80)
 
     def expression(self, dtype, a_kc: bool, b_kc: bool, vec: bool) -> str:
-        flags = ", ".join("true" if f else "false" for f in (a_kc, b_kc, vec))
-        if self.kind == "dmma":
-            return (f"matmul_dmma<{self.bm}, {self.bn}, {self.bk}, {self.wm}, {self.wn}, {self.stages}, "
-                    f"{self.min_blocks}, {flags}>")
-        t = "float" if np.dtype(dtype) == F32 else "double"
-        return (f"matmul_regtile<{t}, {self.bm}, {self.bn}, {self.bk}, {self.wm}, {self.wn}, {self.tm}, {self.tn}, "
-                f"{'true' if self.warp_tiled else 'false'}, {self.stages}, {self.min_blocks}, {self.ksplit}, {flags}>")
+        flags = (bool(a_kc), bool(b_kc), bool(vec))
+        if self.kind == "dmma":  # FP64 only: no type argument
+            return instantiation("matmul_dmma", self.bm, self.bn, self.bk, self.wm, self.wn, self.stages,
+                                 self.min_blocks, *flags)
+        return instantiation("matmul_regtile", np.dtype(dtype), self.bm, self.bn, self.bk, self.wm, self.wn, self.tm,
+                             self.tn, bool(self.warp_tiled), self.stages, self.min_blocks, self.ksplit, *flags)
 
 
 def simt(bm, bn, bk, wm, wn, tm, tn, min_blocks=1, stages=2, warp_tiled=True, ksplit=1) -> Tile:

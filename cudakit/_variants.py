@@ -1,4 +1,9 @@
-"""The Variant record: the one table of kernels that the API, the tests and the bench all read."""
+"""The Variant record: the one table of kernels that the API, the tests and the bench all read.
+
+The dependency runs one way: each family module (dot, matmul, matvec, transpose) imports this one and registers its
+rows when it is imported; this module imports no family. The package's __init__ imports every family, so the table
+is complete whenever `cudakit` (or any of its modules) has been imported.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,13 +33,8 @@ def register(op: str, rows: list[Variant]) -> dict[str, Variant]:
     return table
 
 
-def _load_families() -> None:
-    from . import dot, matmul, matvec, transpose  # noqa: F401  (each registers its table on import)
-
-
 def variants(op: str, *, diagnostics: bool = False) -> tuple[Variant, ...]:
     """The variants of `op` in lesson order (seed kernels first, the fast one last)."""
-    _load_families()
     if op not in _TABLE:
         raise ValueError(f"cudakit.variants: unknown op {op!r}; valid ops: {', '.join(OPS)}")
     return tuple(v for v in _TABLE[op].values() if diagnostics or not v.diagnostic)

@@ -7,7 +7,7 @@ import cupy
 import numpy as np
 
 from . import _args, _check
-from ._compile import kernel, launch
+from ._compile import instantiation, kernel, launch
 from ._device import current_device, sm_count, workspace
 from ._variants import Variant, lookup, register
 
@@ -17,15 +17,11 @@ FAST_THREADS, FAST_UNROLL = 256, 4
 FAST_BLOCKS_PER_SM = 8  # 2048 resident threads per SM / 256
 
 
-def _ctype(dtype) -> str:
-    return {np.float32: "float", np.float64: "double"}[np.dtype(dtype).type]
-
-
 @functools.lru_cache(maxsize=None)
 def instantiations(dtype) -> tuple[str, ...]:
-    t = _ctype(dtype)
-    return (f"gpu_dot<{t}>", f"sum_partials<{t}>") + tuple(
-        f"dot_onepass<{t}, {vec}, {FAST_UNROLL}>" for vec in ("true", "false")
+    dtype = np.dtype(dtype)
+    return (instantiation("gpu_dot", dtype), instantiation("sum_partials", dtype)) + tuple(
+        instantiation("dot_onepass", dtype, vec, FAST_UNROLL) for vec in (True, False)
     )
 
 
@@ -34,17 +30,17 @@ def _kernel(name: str, dtype):
 
 
 def _run_seed(a, b, out):
-    n, t = a.size, _ctype(a.dtype)
+    n = a.size
     blocks = min(SEED_MAX_BLOCKS, -(-n // SEED_THREADS))
     partial, _ = workspace(blocks * a.itemsize)
-    launch(_kernel(f"gpu_dot<{t}>", a.dtype), (blocks,), (SEED_THREADS,), (a, b, partial, np.int64(n)),
-           shared_mem=SEED_THREADS * a.itemsize)
-    launch(_kernel(f"sum_partials<{t}>", a.dtype), (1,), (256,), (partial, np.int32(blocks), out))
+    launch(_kernel(instantiation("gpu_dot", a.dtype), a.dtype), (blocks,), (SEED_THREADS,),
+           (a, b, partial, np.int64(n)), shared_mem=SEED_THREADS * a.itemsize)
+    launch(_kernel(instantiation("sum_partials", a.dtype), a.dtype), (1,), (256,), (partial, np.int32(blocks), out))
 
 
 @functools.lru_cache(maxsize=None)
 def _fast_kernel(dtype, vector: bool, device_id: int):
-    return _kernel(f"dot_onepass<{_ctype(dtype)}, {'true' if vector else 'false'}, {FAST_UNROLL}>", dtype)
+    return _kernel(instantiation("dot_onepass", dtype, bool(vector), FAST_UNROLL), dtype)
 
 
 @functools.lru_cache(maxsize=4096)

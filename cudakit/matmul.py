@@ -9,7 +9,7 @@ import cupy
 import numpy as np
 
 from . import _args, _check, _nd, _tune
-from ._compile import kernel, launch, resident_blocks
+from ._compile import instantiation, kernel, launch, resident_blocks
 from ._device import sm_count, workspace
 from ._tune import Tile, simt
 from ._variants import Variant, lookup, register
@@ -37,13 +37,17 @@ WARP_TILED = {F32: simt(128, 128, 8, 64, 32, 8, 8, min_blocks=2, stages=1),
 DOUBLE_BUFFERED = {F32: simt(128, 128, 8, 64, 32, 8, 8, min_blocks=2),
                    F64: simt(128, 128, 8, 64, 32, 8, 8)}
 
-_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-
 
 @functools.lru_cache(maxsize=None)
 def seed_instantiations(dtype) -> tuple[str, ...]:
-    """The seed kernels and the split-k sum of one dtype (one module)."""
-    return tuple(f"{name}<{_CTYPE[np.dtype(dtype)]}>" for name in SEED_KERNELS + ("splitk_sum",))
+    """The seed kernels, the split-k sum and the skinny kernels of one dtype (one module)."""
+    dtype = np.dtype(dtype)
+    return (tuple(instantiation(name, dtype) for name in SEED_KERNELS + ("splitk_sum",))
+            + tuple(skinny_expression(dtype, width, rows) for width in SKINNY_WIDTHS for rows in (True, False)))
+
+
+def skinny_expression(dtype, width: int, rows: bool) -> str:
+    return instantiation("matmul_skinny", np.dtype(dtype), width, rows)
 
 
 @functools.lru_cache(maxsize=None)
@@ -66,7 +70,7 @@ def _seed_run(name: str, block: int, dynamic: bool = False, pad: bool = False):
                              f"A {A.shape} @ B {B.shape} needs {gy} (use variant='fast')")
         A = A if A.flags.c_contiguous else cupy.ascontiguousarray(A)  # seeds read C order only
         B = B if B.flags.c_contiguous else cupy.ascontiguousarray(B)
-        fn = kernel(FAMILY, f"{name}<{_CTYPE[A.dtype]}>", seed_instantiations(A.dtype))
+        fn = kernel(FAMILY, instantiation(name, A.dtype), seed_instantiations(A.dtype))
         args = (A, B, out, np.int64(m), np.int64(n), np.int64(k))
         smem = 0
         if dynamic:
@@ -129,13 +133,13 @@ def _tile_kernel(tile: Tile, dtype, a_kc: bool, b_kc: bool, vec: bool, device_id
     return kernel(FAMILY, tile.expression(dtype, a_kc, b_kc, vec), tile_instantiations(tile, dtype))
 
 
-def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last=None, c_ptr=None) -> None:
+def tile_launches(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last=None, c_ptr=None) -> list:
     """C = A @ B with one register-tiled kernel configuration (any layout, any shape with k > 0). split: a last,
     partial wave is avoided by a stream-K tail (double-buffered SIMT tiles without sliced k).
 
     batch = (count, A's stride, B's stride) in elements: `count` products, A and B being the first one's operands,
     the outputs one after the other from out (or from the device address c_ptr, with out giving the shape);
-    the last product may be k_last deep.
+    the last product may be k_last deep. Returns the launches, as launch()'s arguments, that run_tile makes.
     """
     m, k = A.shape
     n = B.shape[1]
@@ -154,14 +158,21 @@ def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last
         tail_start, sk_blocks = stream_k_tail(tiles, resident_tiles(tile, a.dtype, out.data.device_id), k, tile.bk)
         if sk_blocks:  # two parts of a tile's sums per boundary between stream-K blocks
             partials, counters = workspace(2 * sk_blocks * tile.bm * tile.bn * a.itemsize, counters=sk_blocks)
-    item = a.itemsize
+    item, launches = a.itemsize, []
     for b0 in range(0, count, MAX_GRID_Y):
         here = min(MAX_GRID_Y, count - b0)
         last_k = k if k_last is None or b0 + here < count else k_last
-        launch(fn, (tail_start + sk_blocks, here), (tile.threads,),
-               (a.data.ptr + b0 * batch_a * item, b.data.ptr + b0 * batch_b * item, c_ptr + b0 * m * n * item,
-                m, n, k, lda, ldb, int(vec_c), tail_start, sk_blocks, partials, counters, batch_a, batch_b, last_k),
-               shared_mem=tile.shared_bytes(a.dtype))
+        launches.append((fn, (tail_start + sk_blocks, here), (tile.threads,),
+                         (a.data.ptr + b0 * batch_a * item, b.data.ptr + b0 * batch_b * item, c_ptr + b0 * m * n * item,
+                          m, n, k, lda, ldb, int(vec_c), tail_start, sk_blocks, partials, counters, batch_a, batch_b,
+                          last_k), tile.shared_bytes(a.dtype)))
+    return launches
+
+
+def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last=None, c_ptr=None) -> None:
+    """C = A @ B with one register-tiled kernel configuration (tile_launches says how)."""
+    for args in tile_launches(tile, A, B, out, split, batch, k_last, c_ptr):
+        launch(*args)
 
 
 MIN_SPLIT_DEPTH = 256  # the least k a split-k share takes: shallower shares cost more in partial sums than they gain
@@ -193,7 +204,7 @@ def run_split_k(tile: Tile, A, B, out, splits: int, depth: int) -> None:
     partials, _ = workspace(splits * m * n * item)
     batch = (splits, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
     run_tile(tile, A[:, :depth], B[:depth, :], out, batch=batch, k_last=k - (splits - 1) * depth, c_ptr=partials)
-    fn = kernel(FAMILY, f"splitk_sum<{_CTYPE[out.dtype]}>", seed_instantiations(out.dtype))
+    fn = kernel(FAMILY, instantiation("splitk_sum", out.dtype), seed_instantiations(out.dtype))
     blocks = min(-(-m * n // 256), sm_count(out.data.device_id) * 8)
     launch(fn, (blocks,), (256,), (out.data.ptr, partials, m * n, splits))
 
@@ -233,6 +244,52 @@ def run_fast_tile(tile: Tile, A, B, out) -> None:
     run_tile(tile, A, B, out, split=True)
 
 
+SKINNY_WIDTHS = (8, 16, 32)  # the short sides of C the skinny kernel is built for (each a multiple of 16 bytes)
+SKINNY_THREADS = 128  # as in matmul.cu
+SKINNY_MIN_LINES = 4096  # C's long side: below this the tiles serve
+SKINNY_MAX_INTENSITY = 8  # flops per byte moved up to which a skinny product is bound by memory, not arithmetic
+SKINNY_MAX_SHARED = 48 * 1024
+
+
+SKINNY_MAX_LINE_BYTES = 256  # a long operand stored line by line: the most bytes of a line each thread reads
+
+
+def skinny_plan(m: int, k: int, n: int, itemsize: int, lines_along_k: bool = False) -> tuple[int, int] | None:
+    """(width, shared bytes) of the skinny kernel for an m x k x n product, or None where the tiles serve: C has a
+    side of at most 32 and one of at least SKINNY_MIN_LINES, and k is short enough that memory bounds the product.
+    lines_along_k: the long operand's lines (A's rows, or B's columns) are contiguous, so each thread walks its own
+    line and a warp's loads scatter over 32 lines; the cache holds them only while lines are short."""
+    short, long_side = min(m, n), max(m, n)
+    if short > SKINNY_WIDTHS[-1] or long_side < SKINNY_MIN_LINES:
+        return None
+    if lines_along_k and k * itemsize > SKINNY_MAX_LINE_BYTES:
+        return None
+    if 2 * k * short > SKINNY_MAX_INTENSITY * (k + short) * itemsize:
+        return None
+    width = next(w for w in SKINNY_WIDTHS if short <= w)
+    shared = max(k * width, SKINNY_THREADS * (short + 1)) * itemsize
+    return (width, shared) if shared <= SKINNY_MAX_SHARED else None
+
+
+def run_skinny(A, B, out, width: int, shared: int) -> None:
+    """C = A @ B, one thread per line of C across its short side: n short, lines are C's rows (A's rows times B);
+    m short, lines are C's columns (B's columns times A)."""
+    m, k = A.shape
+    n = B.shape[1]
+    item = A.itemsize
+    if any(st % item for st in A.strides + B.strides):  # strides between whole elements only
+        A, B = cupy.ascontiguousarray(A), cupy.ascontiguousarray(B)
+    (a_m, a_k), (b_k, b_n) = (st // item for st in A.strides), (st // item for st in B.strides)
+    rows = n <= m
+    if rows:
+        long_op, short_op, lines, p, strides = A, B, m, n, (a_m, a_k, b_k, b_n)
+    else:
+        long_op, short_op, lines, p, strides = B, A, n, m, (b_n, b_k, a_k, a_m)
+    fn = kernel(FAMILY, skinny_expression(A.dtype, width, rows), seed_instantiations(A.dtype))
+    launch(fn, (-(-lines // SKINNY_THREADS),), (SKINNY_THREADS,),
+           (long_op.data.ptr, short_op.data.ptr, out.data.ptr, lines, p, k, *strides, n), shared_mem=shared)
+
+
 def _run_fast(A, B, out):
     m, k = A.shape
     n = B.shape[1]
@@ -240,6 +297,12 @@ def _run_fast(A, B, out):
         vector = _args.contiguous_or_copy(B[:, 0] if n == 1 else A[0, :])
         matrix = _args.contiguous_or_copy(A if n == 1 else B.T)
         matvec_module.run_fast(matrix, vector, out.reshape(-1))
+        return
+    long_op, line_axis = (A, 0) if n <= m else (B, 1)
+    lines_along_k = long_op.strides[1 - line_axis] == out.itemsize and long_op.strides[line_axis] != out.itemsize
+    skinny = skinny_plan(m, k, n, out.itemsize, lines_along_k)
+    if skinny:
+        run_skinny(A, B, out, *skinny)
         return
     device_id = out.data.device_id
     tile = pick_tile(device_id, out.dtype, m, n)
@@ -273,7 +336,8 @@ VARIANTS = register(FAMILY, [
     Variant(FAMILY, "double_buffered", "+ two shared stages: the next slice's loads fly during the math, one barrier per slice",
             _fixed(DOUBLE_BUFFERED)),
     Variant(FAMILY, "fast", "the tile tuned for this GPU, no edge checks in interior tiles' k loop, a stream-K tail "
-            "instead of a partial last wave, sliced-k 32x64 tiles for small grids, misaligned operands padded; "
+            "instead of a partial last wave, sliced-k 32x64 tiles for small grids, misaligned operands padded, split k for "
+            "small grids with long k, a thread per line of C for a side of C up to 32 with short k (skinny); "
             "FP64 on the tensor cores (sm_80+)",
             _run_fast),
 ])
@@ -328,26 +392,52 @@ def _batch_operand(x, batch: tuple, row_axis: int):
     return full, full[(0,) * len(batch)]
 
 
+_BATCH_LAUNCHES: dict = {}  # a batch read in place: its launches, pointers relative to the operands' first elements
+MAX_BATCH_PLANS = 4096
+
+
 def _run_fast_batched(a, b, c, batch: tuple) -> None:
-    """Every product of the batch on the fast variant's tile, a run of evenly spaced products per launch."""
+    """Every product of the batch on the fast variant's tile, a run of evenly spaced products per launch. A batch
+    read in place repeats its launches for the next operands of the same shapes, strides and alignment."""
+    device_id = c.data.device_id
+    pair = _tune.tiles(device_id, c.dtype)
+    pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
+    key = (batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, pc % 16, c.dtype, pair, device_id)
+    plan = _BATCH_LAUNCHES.get(key)
+    if plan is None:
+        launches, in_place = _batched_launches(a, b, c, batch, pair)
+        if not in_place:  # the operands were copied first: nothing to repeat
+            for args in launches:
+                launch(*args)
+            return
+        if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
+            _BATCH_LAUNCHES.clear()
+        plan = _BATCH_LAUNCHES[key] = [(fn, grid, block, (args[0] - pa, args[1] - pb, args[2] - pc) + args[3:], smem)
+                                       for fn, grid, block, args, smem in launches]
+    for fn, grid, block, (oa, ob, oc, *rest), smem in plan:
+        launch(fn, grid, block, (pa + oa, pb + ob, pc + oc, *rest), smem)
+
+
+def _batched_launches(a, b, c, batch: tuple, pair) -> tuple[list, bool]:
+    """(the launches of the batch, whether they read a and b in place)."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
+    given = a.data.ptr, b.data.ptr
     (a, a0), (b, b0) = _batch_operand(a, batch, 0), _batch_operand(b, batch, 1)
+    in_place = (a.data.ptr, b.data.ptr) == given  # a copy is a new allocation
     item = a.itemsize
     strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
-    large, small = _tune.tiles(c.data.device_id, c.dtype)
-    tile = _tune.choose(large, small, m, n, sm_count(c.data.device_id), count * math.prod(size for size, *_ in outer))
+    tile = _tune.choose(*pair, m, n, sm_count(c.data.device_id), count * math.prod(size for size, *_ in outer))
     c0 = c[(0,) * len(batch)]
-    if not outer:  # one evenly spaced run: one launch
-        run_tile(tile, a0, b0, c0, batch=(count, step_a, step_b))
-        return
+    launches = []
     for idx in np.ndindex(*(size for size, *_ in outer)):
         off_a = sum(i * st for i, (_, st, _, _) in zip(idx, outer))
         off_b = sum(i * st for i, (_, _, st, _) in zip(idx, outer))
         off_c = sum(i * st for i, (_, _, _, st) in zip(idx, outer))
-        run_tile(tile, _shifted(a0, off_a), _shifted(b0, off_b), c0, batch=(count, step_a, step_b),
-                 c_ptr=c0.data.ptr + off_c * item)
+        launches += tile_launches(tile, _shifted(a0, off_a), _shifted(b0, off_b), c0, batch=(count, step_a, step_b),
+                                  c_ptr=c0.data.ptr + off_c * item)
+    return launches, in_place
 
 
 def _shifted(x, elements: int):

@@ -8,7 +8,7 @@ import cupy
 import numpy as np
 
 from . import _args, _check, _nd
-from ._compile import kernel, launch, resident_blocks
+from ._compile import instantiation, kernel, launch, resident_blocks
 from ._device import sm_count, workspace
 from ._variants import Variant, lookup, register
 
@@ -17,43 +17,35 @@ SEED_THREADS = 1024  # seed 000's block (and x tile) size
 WARP_ROW_THREADS = 256  # 8 rows per block in warp_per_row
 FAST_THREADS = 256  # FAST_THREADS in kernels/matvec.cu
 ROW_UNROLL = 4  # 16-byte loads in flight per lane (each with its x load), row-major kernel
-# Rows of at least this many bytes take a whole block each, the grid one resident wave striding over rows. A warp
-# per row made 2048 tiles of 8 rows at 16384², and the time followed how the waves of tiles fell as the kernel's
-# registers moved: 352 us at 4 blocks per SM (3.9 waves), 374 at 3 (5.2). A block per row measured 346-350 either
-# way; 8192x32768 358 -> 350 us, 2048x65536 189 -> 178, 3x2^24 113 -> 98 (float32, H100; cuBLAS 361, 183, 124).
-# Shorter rows stay a warp each: float64 4096² (32 KB rows) measured 50.3 -> 51.2 us.
+# Rows of at least this many bytes take a whole block each, the grid one resident wave striding over rows. With a
+# warp per row, the time followed how the row tiles fell into waves, which moved with the kernel's registers; a block
+# per row is free of that, and measured faster or even on long rows. Shorter rows stay a warp each: a block per row
+# was slower there (docs/NOTES.md, "matvec.py: a block per long row").
 BLOCK_ROW_BYTES = 64 * 1024
-COL_UNROLL = 4  # columns in flight per thread, column-major kernel (8: no faster; 10% slower at 4M x 64 double)
+# Columns in flight per thread, column-major kernel: 8 was no faster, and slower on tall float64 matrices
+# (docs/NOTES.md, "matvec.py: four columns in flight").
+COL_UNROLL = 4
 # Column-major plans split the columns into chunks for at most this many blocks per SM (the float kernels fit 5):
-# float32 F-order 64x4194304 397.5 -> 363.2 us, 1024x65536 96.8 -> 94.1, 4096² 29.3 -> 28.6, 16384² 349.4 -> 351.0,
-# 8192² and float64 unchanged (H100).
+# the wide F-order shapes measured faster that way and the rest about even, for a reason not yet pinned down
+# (docs/NOTES.md, "matvec.py: column-major splits for at most 4 blocks per SM").
 COL_SPLIT_BLOCKS_PER_SM = 4
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 # ... with as few blocks as give the same rounds of tiles, so that every block strides over as many tiles and none
-# runs a last round alone: float32 100000x1000 F-order 147.4 -> 141.8 us, 1200x16384 31.9 -> 31.2, 4194304x64
-# F-order 370.6 -> 367.4 on an H100, and no case slower.
+# runs a last round alone; no shape measured slower (docs/NOTES.md, "matvec.py: balanced persistent grids").
 BALANCED = True
 MIN_STEPS = 2  # a chunk gives each lane at least this many unrolled steps
 GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row, row-major kernel
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
 
 
-def _ctype(dtype) -> str:
-    return {np.float32: "float", np.float64: "double"}[np.dtype(dtype).type]
-
-
-def _bool(b: bool) -> str:
-    return "true" if b else "false"
-
-
 @functools.lru_cache(maxsize=None)
 def instantiations(dtype) -> tuple[str, ...]:
-    t = _ctype(dtype)
+    dtype = np.dtype(dtype)
     seeds = ("mat_vec_mul", "mat_vec_mul_tiles", "warp_per_row")
-    names = [f"{k}<{t}, {_bool(f)}>" for k in seeds for f in (False, True)]
-    names += [f"matvec_rowmajor<{t}, {_bool(v)}, {g}, {ROW_UNROLL}>" for v in (True, False)
+    names = [instantiation(k, dtype, f) for k in seeds for f in (False, True)]
+    names += [instantiation("matvec_rowmajor", dtype, v, g, ROW_UNROLL) for v in (True, False)
               for g in GROUPS + (FAST_THREADS,)]
-    names += [f"matvec_colmajor<{t}, {_bool(v)}, {r}, {COL_UNROLL}>" for v in (True, False) for r in ROW_LANES]
+    names += [instantiation("matvec_colmajor", dtype, v, r, COL_UNROLL) for v in (True, False) for r in ROW_LANES]
     return tuple(dict.fromkeys(names))
 
 
@@ -71,7 +63,7 @@ def _col_major(A) -> bool:
 def _seed_launcher(name: str, shared: bool):
     def run(A, x, out):
         m, n = A.shape
-        fn = _kernel(f"{name}<{_ctype(A.dtype)}, {_bool(_col_major(A))}>", A.dtype)
+        fn = _kernel(instantiation(name, A.dtype, _col_major(A)), A.dtype)
         launch(fn, (-(-m // SEED_THREADS),), (SEED_THREADS,), (out, A, x, np.int64(m), np.int64(n)),
                shared_mem=SEED_THREADS * A.itemsize if shared else 0)
     return run
@@ -79,7 +71,7 @@ def _seed_launcher(name: str, shared: bool):
 
 def _run_warp_per_row(A, x, out):
     m, n = A.shape
-    fn = _kernel(f"warp_per_row<{_ctype(A.dtype)}, {_bool(_col_major(A))}>", A.dtype)
+    fn = _kernel(instantiation("warp_per_row", A.dtype, _col_major(A)), A.dtype)
     launch(fn, (-(-m // (WARP_ROW_THREADS // 32)),), (WARP_ROW_THREADS,), (out, A, x, np.int64(m), np.int64(n)))
 
 
@@ -123,7 +115,7 @@ def plan(A, x, *, split: bool = True, **tuning) -> Plan:
 def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: bool, tuning: tuple) -> Plan:
     knobs = dict(tuning)
     m, n = shape
-    t, width = _ctype(dtype), 16 // dtype.itemsize
+    width = 16 // dtype.itemsize
     if not col_major:
         vector = aligned and n % width == 0
         nv = n // width if vector else n
@@ -133,7 +125,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
             group = FAST_THREADS
         tiles = -(-m // (FAST_THREADS // group))
         step = group * unroll
-        name = f"matvec_rowmajor<{t}, {_bool(vector)}, {group}, {unroll}>"
+        name = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll)
         reduced = nv
         long_rows = group == 32
     else:
@@ -141,13 +133,13 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         mv = m // width if vector else m
         unroll = knobs.get("col_unroll", COL_UNROLL)
         lanes = min(256, _pow2_ceil(mv))
-        name = f"matvec_colmajor<{t}, {_bool(vector)}, {lanes}, {unroll}>"
+        name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
         target = _resident_blocks(name, dtype, device_id)
         while lanes > 32 and -(-mv // lanes) < target:  # narrower row tiles before splitting the columns
             lanes //= 2
         tiles = -(-mv // lanes)
         step = (FAST_THREADS // lanes) * unroll
-        name = f"matvec_colmajor<{t}, {_bool(vector)}, {lanes}, {unroll}>"
+        name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
         reduced = n
         long_rows = False
     target = _resident_blocks(name, dtype, device_id)
@@ -160,9 +152,9 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     chunk = -(-reduced // chunks)
     chunk = -(-chunk // step) * step  # whole unrolled steps in every chunk but the last
     chunks = -(-reduced // chunk)
-    # A warp per long row (rows of 2 to 64 KB), unsplit, is the exception: a block per row tile. Against the balanced
-    # persistent grid on an H100: float32 50000x4000 274.2 / 278.4 us, 100000x1000 160.4 / 150.0, and the same at
-    # 4096², 20000x2048, 4097x15000, float64 30000x4000 and 4096² (a trade, not a rule: left as it was).
+    # A warp per long row (rows of 2 to 64 KB), unsplit, is the exception: a block per row tile. The balanced
+    # persistent grid won on some of these shapes and lost on others, a trade by row length with no rule found, so
+    # they keep the plain grid (docs/NOTES.md, "matvec.py: the warp-per-row exception").
     persistent = PERSISTENT and not (long_rows and chunks == 1)
     grid = min(tiles, max(1, target // chunks)) if knobs.get("persistent", persistent) else tiles
     if knobs.get("balanced", BALANCED):

@@ -15,13 +15,12 @@ import cupy
 import numpy as np
 
 from . import _args, _check, _nd
-from ._compile import kernel, launch, resident_blocks
+from ._compile import instantiation, kernel, launch, resident_blocks, uint_ctype
 from ._device import sm_count
 from ._variants import Variant, lookup, register
 
 FAMILY = "transpose"
 ITEMSIZES = (1, 2, 4, 8)
-_UINT = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 
 TILE_DIM, BLOCK_ROWS = 32, 8  # seed 003: a 32 x 32 tile per block of 32 x 8 threads
 MAX_GRID_Y = 65535  # the seed kernels' grids are launched in slices of at most this many tile rows
@@ -29,30 +28,28 @@ SEED_KERNELS = ("copy", "copySharedMem", "transposeNaive", "transposeCoalesced",
                 "transposeCoarseGrained", "transposeFineGrained", "transposeDiagonal")
 
 # transpose_vec16 tile per element size: (16-byte units per tile row read, units per tile column written, threads).
-# Each is a 16 KB tile of whole 128-byte lines on both sides; 2 or 4 units per thread in each phase (512 threads
-# did 1-2% better than 256 for 4- and 8-byte elements in a sweep on an H200, tools/transpose_probe.py --sweep).
+# Each is a 16 KB tile of whole 128-byte lines on both sides; 2 or 4 units per thread in each phase (4- and 8-byte
+# elements take 512 threads, which measured a little faster than 256: docs/NOTES.md, "transpose.py: aligned vec16
+# tiles").
 VEC16_SHAPE = {1: (8, 8, 256), 2: (8, 16, 256), 4: (16, 16, 512), 8: (16, 32, 512)}
-# The same for misaligned rows (odd shapes, offset views), whose tiles overlap (see VEC16_SEAM): 512 threads and
-# taller tiles measured 4-11% faster for 1-, 2- and 4-byte elements at 8191x8193 on an H100 (--sweep --odd).
+# The same for misaligned rows (odd shapes, offset views), whose tiles overlap (see VEC16_SEAM): 512 threads, and
+# taller tiles for 4-byte elements, measured faster for 1-, 2- and 4-byte elements (docs/NOTES.md, "transpose.py:
+# misaligned vec16 tiles").
 VEC16_SHAPE_MISALIGNED = {1: (8, 8, 512), 2: (8, 16, 512), 4: (8, 32, 512), 8: (16, 32, 512)}
 # Misaligned tiles overlap so that they meet on output bytes aligned to this (see store_column in the kernel): at 32,
-# no 32-byte sector is written half by one block and half by another. 16 -> 32 measured f16 0.79 -> 0.80, f32 0.79
-# -> 0.84, f64 0.84 -> 0.89 of memcpy at 8191x8193 on an H100; int8 0.71 -> 0.68 (its overlap would be 32 rows of 128).
+# no 32-byte sector is written half by one block and half by another. int8 keeps 16: its overlap would be 32 of a
+# tile's 128 rows, and it measured slower (docs/NOTES.md, "transpose.py: seams on 32 bytes").
 VEC16_SEAM = {1: 16, 2: 32, 4: 32, 8: 32}
-# Misaligned tiles' block order (log2 of the tile rows consecutive blocks go down; see vec16_group_shift). Measured
-# at 8191x8193 on an H100, fast / memcpy, row by row against going down 32 tile rows: int8 0.770 / 0.784, f16 0.921 /
-# 0.908, f32 0.888 / 0.887, f64 0.937 / 0.908.
+# Misaligned tiles' block order (log2 of the tile rows consecutive blocks go down; see vec16_group_shift): each
+# element size takes the order that measured faster, row by row or down 32 tile rows (docs/NOTES.md, "transpose.py:
+# misaligned tiles' block order").
 VEC16_MISALIGNED_GROUP_SHIFT = {1: 5, 2: 0, 4: 0, 8: 0}
-# The threads per SM that misaligned tiles' registers must allow (2048 at 512 threads: 32 registers; 1536: 40). Given
-# a free hand ptxas takes 44-48 and 2 blocks fit. Measured at 8191x8193 on an H100, fast / memcpy, 1536 against 2048
-# threads: int8 0.77 / 0.66 (the word gather spills at 32), f16 0.77 / 0.92, f32 0.91 / 0.89, f64 0.83 / 0.94.
+# The threads per SM that misaligned tiles' registers must allow (2048 at 512 threads: 32 registers; 1536: 40).
+# Given a free hand, ptxas takes more registers and fewer blocks fit. Each element size takes the cap that measured
+# faster; int8's word gather spills at 32 (docs/NOTES.md, "transpose.py: misaligned tiles' registers").
 VEC16_MISALIGNED_SM_THREADS = {1: 1536, 2: 2048, 4: 1536, 8: 2048}
 # The vec16 steps: (XOR-swizzled tile, register transposes of 4-byte words for 1- and 2-byte elements).
 VEC16_STEPS = {"vec16_unswizzled": (False, False), "vec16_swizzled": (True, False), "fast": (True, True)}
-
-
-def _flag(x: bool) -> str:
-    return "true" if x else "false"
 
 
 def vec16_shape(itemsize: int, aligned: bool) -> tuple[int, int, int]:
@@ -73,31 +70,31 @@ def vec16_orders(itemsize: int) -> tuple[tuple[bool, int], ...]:
 def vec16_group_shift(tiles_c: int, tile_row_bytes: int, blocks_in_flight: int) -> int:
     """log2 of the tile rows that consecutive blocks go down before moving one tile column right, for aligned tiles.
     Row by row (0), a wave of blocks writes each output row it touches in runs of tile_row_bytes x the tile rows the
-    wave spans; under 512 bytes (wide matrices) those writes scatter, and going down 32 tile rows measured 1024x262144
-    0.91-0.94 -> 0.94-0.97 of memcpy on an H100 (squares and tall matrices lose 0.5-1.5% that way: they stay row by
-    row). Misaligned tiles have their own rule (VEC16_MISALIGNED_GROUP_SHIFT)."""
+    wave spans; under 512 bytes (wide matrices) those writes scatter, and going down 32 tile rows measured faster.
+    Squares and tall matrices measured a little slower that way, so they stay row by row (docs/NOTES.md,
+    "transpose.py: aligned tiles' block order"). Misaligned tiles have their own rule (VEC16_MISALIGNED_GROUP_SHIFT)."""
     return 5 if blocks_in_flight / tiles_c * tile_row_bytes < 512 else 0
 
 
 def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: bool, group_shift: int, shape=None,
                      seam=None, min_blocks=None) -> str:
     ic, oc, threads = shape or vec16_shape(itemsize, aligned)
-    # 4- and 8-byte elements already gather whole words. On misaligned rows halfwords gather faster one by one
-    # (8191x8193 on an H100: 0.92 of memcpy against 0.85 with store_words_shifted).
+    # 4- and 8-byte elements already gather whole words. On misaligned rows halfwords measured faster gathered one by
+    # one than through store_words_shifted (docs/NOTES.md, "transpose.cu: misaligned bytes and halfwords").
     word_gather = word_gather and (itemsize == 1 or itemsize == 2 and aligned)
     seam = 16 if aligned else seam or VEC16_SEAM[itemsize]
     min_blocks = min_blocks or vec16_min_blocks(itemsize, aligned, threads)
-    return (f"transpose_vec16<{_UINT[itemsize]}, {ic}, {oc}, {threads}, {_flag(aligned)}, {_flag(swizzle)}, "
-            f"{_flag(word_gather)}, {seam}, {min_blocks}, {group_shift}>")
+    return instantiation("transpose_vec16", uint_ctype(itemsize), ic, oc, threads, bool(aligned), bool(swizzle),
+                         bool(word_gather), seam, min_blocks, group_shift)
 
 
 @functools.lru_cache(maxsize=None)  # every launch names its module by this list: build it once, not per call
 def instantiations(itemsize: int) -> tuple[str, ...]:
     """Every kernel of one element size (one module per size)."""
-    seeds = [f"{name}<{_UINT[itemsize]}>" for name in SEED_KERNELS]
+    seeds = [instantiation(name, uint_ctype(itemsize)) for name in SEED_KERNELS]
     vec16 = [vec16_expression(itemsize, aligned, *step, group_shift) for step in VEC16_STEPS.values()
              for aligned, group_shift in vec16_orders(itemsize)]
-    thin = [f"transpose_thin<{_UINT[itemsize]}, {_flag(wide_in)}>" for wide_in in (True, False)]
+    thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in) for wide_in in (True, False)]
     return tuple(dict.fromkeys(seeds + vec16 + thin))
 
 
@@ -109,7 +106,7 @@ def instantiation_groups():
 def _seed_runner(name: str):
     def run(a, out):
         height, width = a.shape
-        fn = kernel(FAMILY, f"{name}<{_UINT[a.itemsize]}>", instantiations(a.itemsize))
+        fn = kernel(FAMILY, instantiation(name, uint_ctype(a.itemsize)), instantiations(a.itemsize))
         tiles_x, tiles_y = -(-width // TILE_DIM), -(-height // TILE_DIM)
         for y0 in range(0, tiles_y, MAX_GRID_Y):
             launch(fn, (tiles_x, min(MAX_GRID_Y, tiles_y - y0)), (TILE_DIM, BLOCK_ROWS),
@@ -174,7 +171,7 @@ _vec16_config = functools.lru_cache(maxsize=4096)(_vec16_config_uncached)
 
 
 THIN_SIDE = 32  # a side shorter than a warp takes the thin kernel in the fast variant
-THIN_TILE_BYTES = 16384  # what one block of the thin kernel stages
+THIN_TILE_BYTES = 32768  # what one block of the thin kernel stages (docs/NOTES.md, "transpose.py: the thin kernel's tile")
 
 
 def thin_side(shape) -> int | None:
@@ -192,7 +189,7 @@ def run_thin(a, out, batch: int = 1) -> None:
     run = max(32, THIN_TILE_BYTES // (c * e) // 32 * 32)
     run = min(run, -(-rows // 32) * 32)
     per_matrix = -(-rows // run)
-    fn = kernel(FAMILY, f"transpose_thin<{_UINT[e]}, {_flag(wide_in)}>", instantiations(e))
+    fn = kernel(FAMILY, instantiation("transpose_thin", uint_ctype(e), wide_in), instantiations(e))
     launch(fn, (per_matrix * batch,), (256,), (out.data.ptr, a.data.ptr, rows, c, run, per_matrix),
            shared_mem=c * (run + 1) * e)
 

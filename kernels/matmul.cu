@@ -677,3 +677,61 @@ __global__ void splitk_sum(T* __restrict__ out, const T* __restrict__ partials, 
         out[i] = sum;
     }
 }
+
+// ---- Skinny products: one side of C at most NP long, the other long, k short, so the product is bound by memory.
+// A thread computes one line of C across its short side (p <= NP outputs): the short operand S (k x p, zero-padded
+// to NP columns) sits in shared memory and is read as broadcast 16-byte vectors, the long one L one element of its
+// line per k. Line r's output j is C[r * ldc + j] when ROWS (n short: the block's lines are one contiguous run of C,
+// staged through shared memory so that the stores are coalesced), else C[j * ldc + r] (m short: consecutive
+// threads store consecutive addresses as they are).
+constexpr int SKINNY_THREADS = 128;
+
+template <typename T, int NP, bool ROWS>
+__global__ void __launch_bounds__(SKINNY_THREADS) matmul_skinny(const T* __restrict__ L, const T* __restrict__ S,
+    T* __restrict__ C, index_t lines, int p, index_t k, index_t l_line, index_t l_k, index_t s_k, index_t s_j,
+    index_t ldc) {
+    typedef typename Vec16<T>::type V;
+    constexpr int W = Vec16<T>::n;
+    extern __shared__ __align__(16) unsigned char skinny_shared[];
+    T* Ss = reinterpret_cast<T*>(skinny_shared);
+    for (index_t i = threadIdx.x; i < k * NP; i += SKINNY_THREADS) {
+        const int j = (int)(i % NP);
+        Ss[i] = j < p ? S[(i / NP) * s_k + j * s_j] : T(0);
+    }
+    __syncthreads();
+    const index_t first = (index_t)blockIdx.x * SKINNY_THREADS;
+    const index_t r = first + threadIdx.x;
+    T acc[NP];
+#pragma unroll
+    for (int j = 0; j < NP; ++j) acc[j] = T(0);
+    if (r < lines) {
+        const T* line = L + r * l_line;
+        for (index_t kk = 0; kk < k; ++kk) {
+            const T a = __ldg(line + kk * l_k);
+            const V* s = reinterpret_cast<const V*>(Ss + kk * NP);
+#pragma unroll
+            for (int v = 0; v < NP / W; ++v) {
+                union { V vector; T lane[W]; } u;
+                u.vector = s[v];
+#pragma unroll
+                for (int w = 0; w < W; ++w) acc[v * W + w] += a * u.lane[w];
+            }
+        }
+    }
+    if (!ROWS) {
+        if (r < lines) {
+#pragma unroll
+            for (int j = 0; j < NP; ++j)
+                if (j < p) C[j * ldc + r] = acc[j];
+        }
+        return;
+    }
+    __syncthreads();  // S is read: its shared memory now stages the block's rows, p + 1 apart
+#pragma unroll
+    for (int j = 0; j < NP; ++j)
+        if (j < p) Ss[threadIdx.x * (p + 1) + j] = acc[j];
+    __syncthreads();
+    const index_t here = lines - first < SKINNY_THREADS ? lines - first : SKINNY_THREADS;
+    T* out = C + first * ldc;  // ldc == p: the block's rows are here * p consecutive elements
+    for (int i = threadIdx.x; i < here * p; i += SKINNY_THREADS) out[i] = Ss[(i / p) * (p + 1) + i % p];
+}

@@ -1,6 +1,8 @@
 """GPU-less: the package imports without a GPU and its variant tables are complete and well formed."""
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +35,21 @@ def test_unknown_op_lists_the_valid_ones():
 def test_kernel_sources_ship_with_the_package():
     for family in ("matvec", "matmul", "transpose", "dot"):
         assert "__global__" in _compile.source(family)
+
+
+def test_variants_imports_no_family():
+    """The table's module imports no family (the families import it and register themselves): no import circle.
+
+    Read from its source: importing cudakit._variants runs the package's __init__ first, which imports every family.
+    """
+    tree = ast.parse(Path(_variants.__file__).read_text())
+    named = set()
+    for node in ast.walk(tree):  # function bodies included
+        if isinstance(node, ast.Import):
+            named |= {part for alias in node.names for part in alias.name.split(".")}
+        elif isinstance(node, ast.ImportFrom):
+            named |= set((node.module or "").split(".")) | {alias.name for alias in node.names}
+        elif isinstance(node, ast.Call):  # nor any dynamic import
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            assert name not in ("import_module", "__import__"), ast.unparse(node)
+    assert not named & set(_variants.OPS), sorted(named)  # each op's family module has the op's name

@@ -143,6 +143,44 @@ def test_one_row_and_long_k_products(dtype, mkn):
         assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
 
 
+SKINNY = [(5000, 3, 7), (4099, 24, 18), (3, 11, 70_001), (17, 1, 9000), (4096, 30, 32), (33_000, 5, 2),
+          (31, 20, 4100), (8191, 9, 9)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mkn", SKINNY, ids=str)
+def test_skinny_products_take_the_skinny_kernel(dtype, mkn, monkeypatch):
+    """A side of C at most 32 long, the other long, k short: the skinny kernel, on every layout and on views with
+    negative and non-unit strides, its output poisoned first."""
+    import cupy
+
+    m, k, n = mkn
+    assert mm.skinny_plan(m, k, n, np.dtype(dtype).itemsize) is not None, mkn
+    taken = []
+    monkeypatch.setattr(mm, "run_skinny", lambda *args, run=mm.run_skinny: taken.append(1) or run(*args))
+    for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
+        a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
+        out = poisoned((m, n), dtype)
+        cudakit.matmul(a, b, out=out)
+        assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
+    a, b = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
+    assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} views")
+    assert taken == [1] * 5
+    with cupy.cuda.Stream():  # the caller's stream
+        assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} side stream")
+
+
+def test_skinny_plan_leaves_arithmetic_bound_products_to_the_tiles():
+    assert mm.skinny_plan(100_000, 8, 16, 4) == (16, 128 * 17 * 4)
+    assert mm.skinny_plan(100_000, 4096, 16, 4) is None  # long k: arithmetic-bound
+    assert mm.skinny_plan(100_000, 8, 33, 4) is None  # both sides past 32
+    assert mm.skinny_plan(1000, 8, 16, 4) is None  # too short to fill the GPU with lines
+    assert mm.skinny_plan(40_000, 278, 9, 8) == (16, 278 * 16 * 8)  # lines read across the threads: any k
+    assert mm.skinny_plan(40_000, 278, 9, 8, lines_along_k=True) is None  # 2 KB lines walked one per thread
+    assert mm.skinny_plan(32, 48, 100_000, 8) == (32, max(48 * 32, 128 * 33) * 8)
+
+
 @pytest.mark.gpu
 def test_split_k_plan_covers_k_exactly():
     for k in (4096, 66_000, 100_003):

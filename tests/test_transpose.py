@@ -212,7 +212,7 @@ def test_instantiation_groups_cover_every_kernel():
     for itemsize, group in zip(transpose_module.ITEMSIZES, groups):
         assert len(set(group)) == len(group)
         for name in kernels:
-            assert any(expr.startswith(f"{name}<{transpose_module._UINT[itemsize]}") for expr in group), (name, itemsize)
+            assert any(expr.startswith(f"{name}<{_compile.uint_ctype(itemsize)}") for expr in group), (name, itemsize)
         for aligned, group_shift in transpose_module.vec16_orders(itemsize):
             for swizzle, word_gather in transpose_module.VEC16_STEPS.values():
                 assert transpose_module.vec16_expression(itemsize, aligned, swizzle, word_gather, group_shift) in group

@@ -80,7 +80,7 @@ def main(small: bool) -> int:
 
 
 def drop_in_shapes(small: bool) -> int:
-    """The paths the fast planners pick for thin, batched, N-D, one-row and long-k problems."""
+    """The paths the fast planners pick for thin, batched, N-D, one-row, long-k and skinny problems."""
     runs = 0
     for dtype in (np.int8, np.float16, np.float32, np.float64):
         for shape in ((3, 1001), (1001, 3), (31, 4099), (4099, 31), (2, 33), (1, 77)):
@@ -98,6 +98,10 @@ def drop_in_shapes(small: bool) -> int:
         for order in ("C", "F"):
             cudakit.matmul(rand((129, 20001), dtype, order), rand((20001, 127), dtype, order), check=True)
             runs += 1
+        for m, k, n in ((4099, 3, 7), (4097, 24, 32), (9, 5, 4100), (31, 20, 4101)):  # the skinny kernel, both ways
+            for order in ("C", "F"):
+                cudakit.matmul(rand((m, k), dtype, order), rand((k, n), dtype, order), check=True)
+                runs += 1
         cudakit.matvec(rand((3, 40, 33), dtype), rand((3, 33), dtype), check=True)
         cudakit.matvec(rand((3, 40, 33), dtype), rand(33, dtype), check=True)
         runs += 2

@@ -7,7 +7,9 @@ import numpy as np
 from .. import _ceilings
 from .timing import measure
 
-CEILING_BYTES = 2**30  # GiBs, not MiBs: launch and tail effects then cost well under 1% of the time
+# GiBs, not MiBs: a launch's fixed cost and its last partial wave are then a negligible share of the time, where a
+# smaller working set read measurably slower (docs/NOTES.md, "bench/ceilings.py: GiB working sets").
+CEILING_BYTES = 2**30
 
 
 def measure_ceilings(budget, device_id: int, step=lambda text: None) -> dict:

@@ -27,9 +27,9 @@ class MatmulBench(OpBench):
             return [Case(op, f32, (1024, 1024, 1024), headline=True), Case(op, f32, (1025, 1023, 1027))]
         dims = ((512,) * 3, (2048,) * 3, (4096,) * 3, (8192,) * 3, (4097, 4095, 4099), (65536, 1024, 1024))
         layouts = [Case(op, f32, (4096,) * 3, order, fast_only=True) for order in ("FC", "CF", "FF")]
-        # the shapes drop-in use meets: split k, one row, small k, batches (the fast variant and CuPy only)
+        # the shapes drop-in use meets: split k, one row, small k, skinny, batches (the fast variant and CuPy only)
         drop_in = [Case(op, t, d, fast_only=True) for t in (f32, "float64")
-                   for d in ((256, 65536, 256), (128, 4096, 128), (1, 4096, 4096), (4096, 64, 4096),
+                   for d in ((256, 65536, 256), (128, 4096, 128), (1, 4096, 4096), (4096, 64, 4096), (2**24, 8, 8),
                              (64, 512, 512, 512), (10000, 32, 32, 32))]
         return ([Case(op, f32, d, headline=d == (4096,) * 3) for d in dims] + layouts
                 + [Case(op, "float64", (4096,) * 3)] + drop_in)

@@ -1,7 +1,7 @@
 """The ops the bench knows, in the order it runs them: adding an op is one class and one line here.
 
 dot first: its small sizes are host-bound per-call rows, read against the launch floor, so they are timed right
-after it, in the same host state (docs/NOTES.md, "Measured choices: the bench runs dot first").
+after it, in the same host state (docs/NOTES.md, "bench/registry.py: the bench runs dot first").
 """
 from .dot import DotBench
 from .matmul import MatmulBench
