@@ -43,7 +43,8 @@ def seed_instantiations(dtype) -> tuple[str, ...]:
     """The seed kernels, the split-k sum and the skinny kernels of one dtype (one module)."""
     dtype = np.dtype(dtype)
     return (tuple(instantiation(name, dtype) for name in SEED_KERNELS + ("splitk_sum",))
-            + tuple(skinny_expression(dtype, width, rows) for width in SKINNY_WIDTHS for rows in (True, False)))
+            + tuple(skinny_expression(dtype, width, rows) for width in SKINNY_WIDTHS for rows in (True, False))
+            + (instantiation("matmul_dots", dtype, *DOTS_PART),))
 
 
 def skinny_expression(dtype, width: int, rows: bool) -> str:
@@ -204,9 +205,15 @@ def run_split_k(tile: Tile, A, B, out, splits: int, depth: int) -> None:
     partials, _ = workspace(splits * m * n * item)
     batch = (splits, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
     run_tile(tile, A[:, :depth], B[:depth, :], out, batch=batch, k_last=k - (splits - 1) * depth, c_ptr=partials)
+    sum_partials(out, partials, splits)
+
+
+def sum_partials(out, partials: int, splits: int) -> None:
+    """out = the sum of `splits` partial results laid one after the other from the device address `partials`,
+    added in a fixed order (deterministic)."""
     fn = kernel(FAMILY, instantiation("splitk_sum", out.dtype), seed_instantiations(out.dtype))
-    blocks = min(-(-m * n // 256), sm_count(out.data.device_id) * 8)
-    launch(fn, (blocks,), (256,), (out.data.ptr, partials, m * n, splits))
+    blocks = min(-(-out.size // 256), sm_count(out.data.device_id) * 8)
+    launch(fn, (blocks,), (256,), (out.data.ptr, partials, out.size, splits))
 
 
 def pick_tile(device_id: int, dtype, m: int, n: int) -> Tile:
@@ -290,6 +297,46 @@ def run_skinny(A, B, out, width: int, shared: int) -> None:
            (long_op.data.ptr, short_op.data.ptr, out.data.ptr, lines, p, k, *strides, n), shared_mem=shared)
 
 
+DOTS_PART = (8, 8)  # the part of C one block of the dots kernel sums (as in its instantiation)
+DOTS_MAX_SIDE = 16  # C at most this on both sides: beyond, the tiles re-read less
+DOTS_MIN_DEPTH = 4096  # k from which the dots kernel serves
+DOTS_MIN_RUN = 2048  # the least k one block sums
+DOTS_THREADS = 256  # as in matmul.cu
+
+
+def dots_plan(m: int, k: int, n: int, resident: int) -> tuple[int, int] | None:
+    """(runs, run) of the dots kernel for a tiny C with a long k, or None where the tiles serve: k cut into `runs`
+    runs of `run` (a whole number of the block's strides) so that about two waves of `resident` blocks share it."""
+    if max(m, n) > DOTS_MAX_SIDE or k < DOTS_MIN_DEPTH:
+        return None
+    parts = -(-m // DOTS_PART[0]) * -(-n // DOTS_PART[1])
+    runs = max(1, min(-(-k // DOTS_MIN_RUN), 2 * resident // parts))
+    run = -(-k // runs)
+    run = -(-run // DOTS_THREADS) * DOTS_THREADS
+    return -(-k // run), run
+
+
+def run_dots(A, B, out, runs: int, run: int) -> None:
+    """C = A @ B for a tiny C: each block sums a run of k for an 8 x 8 part of C into its partial C, which are added
+    in a fixed order (or, for one run, C itself)."""
+    m, k = A.shape
+    n = B.shape[1]
+    item = A.itemsize
+    if any(st % item for st in A.strides + B.strides):  # strides between whole elements only
+        A, B = cupy.ascontiguousarray(A), cupy.ascontiguousarray(B)
+    partials = workspace(runs * m * n * item)[0] if runs > 1 else out.data.ptr
+    fn = kernel(FAMILY, instantiation("matmul_dots", A.dtype, *DOTS_PART), seed_instantiations(A.dtype))
+    launch(fn, (runs, -(-m // DOTS_PART[0]), -(-n // DOTS_PART[1])), (DOTS_THREADS,),
+           (A.data.ptr, B.data.ptr, partials, m, n, k, run, *(st // item for st in A.strides + B.strides)))
+    if runs > 1:
+        sum_partials(out, partials, runs)
+
+
+def _dots_resident(dtype, device_id: int) -> int:
+    fn = kernel(FAMILY, instantiation("matmul_dots", dtype, *DOTS_PART), seed_instantiations(dtype))
+    return resident_blocks(fn, DOTS_THREADS) * sm_count(device_id)
+
+
 def _run_fast(A, B, out):
     m, k = A.shape
     n = B.shape[1]
@@ -305,6 +352,10 @@ def _run_fast(A, B, out):
         run_skinny(A, B, out, *skinny)
         return
     device_id = out.data.device_id
+    dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id)) if max(m, n) <= DOTS_MAX_SIDE else None
+    if dots:
+        run_dots(A, B, out, *dots)
+        return
     tile = pick_tile(device_id, out.dtype, m, n)
     tiles = -(-m // tile.bm) * -(-n // tile.bn)
     splits, depth = split_k(tiles, resident_tiles(tile, out.dtype, device_id), k, tile.bk, m * n * out.itemsize)
@@ -337,7 +388,8 @@ VARIANTS = register(FAMILY, [
             _fixed(DOUBLE_BUFFERED)),
     Variant(FAMILY, "fast", "the tile tuned for this GPU, no edge checks in interior tiles' k loop, a stream-K tail "
             "instead of a partial last wave, sliced-k 32x64 tiles for small grids, misaligned operands padded, split k for "
-            "small grids with long k, a thread per line of C for a side of C up to 32 with short k (skinny); "
+            "small grids with long k, a thread per line of C for a side of C up to 32 with short k (skinny), blocks "
+            "summing runs of a long k for a C of at most 16 x 16 (dots); "
             "FP64 on the tensor cores (sm_80+)",
             _run_fast),
 ])

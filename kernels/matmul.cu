@@ -735,3 +735,50 @@ __global__ void __launch_bounds__(SKINNY_THREADS) matmul_skinny(const T* __restr
     T* out = C + first * ldc;  // ldc == p: the block's rows are here * p consecutive elements
     for (int i = threadIdx.x; i < here * p; i += SKINNY_THREADS) out[i] = Ss[(i / p) * (p + 1) + i % p];
 }
+
+// ---- Tiny C, long k: each block takes a run of k for one DM x DN part of C, its threads striding over that run
+// (consecutive threads read consecutive k), each keeping all DM x DN sums; the block adds its threads' sums in a
+// fixed order and stores them as one partial C (partials[blockIdx.x]), which splitk_sum adds up.
+constexpr int DOTS_THREADS = 256;
+
+template <typename T, int DM, int DN>
+__global__ void __launch_bounds__(DOTS_THREADS) matmul_dots(const T* __restrict__ A, const T* __restrict__ B,
+    T* __restrict__ partials, index_t m, index_t n, index_t k, index_t run, index_t a_m, index_t a_k, index_t b_k,
+    index_t b_n) {
+    __shared__ T warp_sums[DOTS_THREADS / 32][DM * DN];
+    const index_t i0 = (index_t)blockIdx.y * DM, j0 = (index_t)blockIdx.z * DN;
+    const index_t k_end = (index_t)(blockIdx.x + 1) * run < k ? (index_t)(blockIdx.x + 1) * run : k;
+    T acc[DM][DN];
+#pragma unroll
+    for (int i = 0; i < DM; ++i)
+#pragma unroll
+        for (int j = 0; j < DN; ++j) acc[i][j] = T(0);
+    for (index_t kk = (index_t)blockIdx.x * run + threadIdx.x; kk < k_end; kk += DOTS_THREADS) {
+        T a[DM], b[DN];
+#pragma unroll
+        for (int i = 0; i < DM; ++i) a[i] = i0 + i < m ? __ldg(A + (i0 + i) * a_m + kk * a_k) : T(0);
+#pragma unroll
+        for (int j = 0; j < DN; ++j) b[j] = j0 + j < n ? __ldg(B + kk * b_k + (j0 + j) * b_n) : T(0);
+#pragma unroll
+        for (int i = 0; i < DM; ++i)
+#pragma unroll
+            for (int j = 0; j < DN; ++j) acc[i][j] += a[i] * b[j];
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int i = 0; i < DM; ++i)
+#pragma unroll
+        for (int j = 0; j < DN; ++j) {
+            const T s = warp_sum(acc[i][j]);
+            if (lane == 0) warp_sums[warp][i * DN + j] = s;
+        }
+    __syncthreads();
+    for (int e = threadIdx.x; e < DM * DN; e += DOTS_THREADS) {
+        const index_t i = i0 + e / DN, j = j0 + e % DN;
+        if (i < m && j < n) {
+            T s = warp_sums[0][e];
+            for (int w = 1; w < DOTS_THREADS / 32; ++w) s += warp_sums[w][e];
+            partials[(index_t)blockIdx.x * m * n + i * n + j] = s;
+        }
+    }
+}

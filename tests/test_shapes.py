@@ -181,6 +181,35 @@ def test_skinny_plan_leaves_arithmetic_bound_products_to_the_tiles():
     assert mm.skinny_plan(32, 48, 100_000, 8) == (32, max(48 * 32, 128 * 33) * 8)
 
 
+DOTS = [(8, 100_003, 13), (16, 70_001, 16), (2, 4096, 2), (3, 50_000, 9), (16, 4097, 5), (9, 300_000, 2)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mkn", DOTS, ids=str)
+def test_tiny_c_with_long_k_takes_the_dots_kernel(dtype, mkn, monkeypatch):
+    m, k, n = mkn
+    taken = []
+    monkeypatch.setattr(mm, "run_dots", lambda *args, run=mm.run_dots: taken.append(args[3]) or run(*args))
+    for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
+        a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
+        out = poisoned((m, n), dtype)
+        cudakit.matmul(a, b, out=out)
+        assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
+    a, b = random_array((2 * m, k), dtype)[::-2], random_array((k, 3 * n), dtype)[:, ::3]
+    assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} views")
+    assert len(taken) == 5 and all(runs > 1 for runs in taken)
+
+
+def test_dots_plan_cuts_k_into_whole_strides():
+    for m, k, n in ((8, 3_846_591, 13), (16, 4096, 16), (2, 100_003, 2)):
+        runs, run = mm.dots_plan(m, k, n, resident=264)
+        assert run % mm.DOTS_THREADS == 0 and (runs - 1) * run < k <= runs * run
+        assert runs * -(-m // 8) * -(-n // 8) <= 2 * 264
+    assert mm.dots_plan(17, 100_000, 4, 264) is None  # a side past 16: the tiles
+    assert mm.dots_plan(8, 4095, 8, 264) is None  # k too short to share
+
+
 @pytest.mark.gpu
 def test_split_k_plan_covers_k_exactly():
     for k in (4096, 66_000, 100_003):

@@ -80,7 +80,7 @@ def main(small: bool) -> int:
 
 
 def drop_in_shapes(small: bool) -> int:
-    """The paths the fast planners pick for thin, batched, N-D, one-row, long-k and skinny problems."""
+    """The paths the fast planners pick for thin, batched, N-D, one-row, long-k, skinny and tiny-C problems."""
     runs = 0
     for dtype in (np.int8, np.float16, np.float32, np.float64):
         for shape in ((3, 1001), (1001, 3), (31, 4099), (4099, 31), (2, 33), (1, 77)):
@@ -98,7 +98,8 @@ def drop_in_shapes(small: bool) -> int:
         for order in ("C", "F"):
             cudakit.matmul(rand((129, 20001), dtype, order), rand((20001, 127), dtype, order), check=True)
             runs += 1
-        for m, k, n in ((4099, 3, 7), (4097, 24, 32), (9, 5, 4100), (31, 20, 4101)):  # the skinny kernel, both ways
+        for m, k, n in ((4099, 3, 7), (4097, 24, 32), (9, 5, 4100), (31, 20, 4101),  # the skinny kernel, both ways
+                        (8, 5000, 13), (3, 9001, 16)):  # the dots kernel
             for order in ("C", "F"):
                 cudakit.matmul(rand((m, k), dtype, order), rand((k, n), dtype, order), check=True)
                 runs += 1
