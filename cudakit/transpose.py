@@ -10,6 +10,7 @@ float32, complex64, float64, ... all take the same code. Layouts:
 from __future__ import annotations
 
 import functools
+import math
 
 import cupy
 import numpy as np
@@ -95,7 +96,8 @@ def instantiations(itemsize: int) -> tuple[str, ...]:
     vec16 = [vec16_expression(itemsize, aligned, *step, group_shift) for step in VEC16_STEPS.values()
              for aligned, group_shift in vec16_orders(itemsize)]
     thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in) for wide_in in (True, False)]
-    return tuple(dict.fromkeys(seeds + vec16 + thin))
+    lines = [instantiation("permute_lines", LINE_PIECE)]
+    return tuple(dict.fromkeys(seeds + vec16 + thin + lines))
 
 
 def instantiation_groups():
@@ -194,6 +196,40 @@ def run_thin(a, out, batch: int = 1) -> None:
            shared_mem=c * (run + 1) * e)
 
 
+LINE_PIECE = "uint4"  # the lines kernel moves 16-byte pieces
+_line_meta: dict = {}  # (line shape, line permutation, device): dimensions and strides on the device
+
+
+def moves_lines(itemsize: int, line_bytes: int, src_ptr: int, out_ptr: int) -> bool:
+    """Whether a permutation that keeps the last axis moves whole lines here: lines of whole 16-byte pieces on both
+    sides, of elements below 8 bytes (CuPy's own copy of 8-byte elements already runs near the copy ceiling;
+    docs/NOTES.md, "transpose.py: whole lines")."""
+    return itemsize < 8 and line_bytes % 16 == 0 and src_ptr % 16 == 0 and out_ptr % 16 == 0
+
+
+def run_lines(src, out, shape: tuple, perm: tuple) -> None:
+    """out = src (C-contiguous, of merged `shape`) permuted by `perm`, which keeps the last axis: its lines move
+    whole, in 16-byte pieces (moves_lines holds), a group of lanes per output line."""
+    line_bytes = shape[-1] * src.itemsize
+    lines_shape, lines_perm = shape[:-1], perm[:-1]
+    key = (lines_shape, lines_perm, src.data.device_id)
+    meta = _line_meta.get(key)
+    if meta is None:
+        strides = [math.prod(lines_shape[i + 1:]) for i in range(len(lines_shape))]
+        host = np.array([lines_shape[p] for p in lines_perm] + [strides[p] for p in lines_perm], np.int64)
+        if len(_line_meta) >= 4096:  # bounded: dropped once every queued launch that reads one is done
+            cupy.cuda.Device().synchronize()
+            _line_meta.clear()
+        meta = _line_meta[key] = cupy.asarray(host)
+        cupy.cuda.get_current_stream().synchronize()  # once per shape: later calls may come from other streams
+    fn = kernel(FAMILY, instantiation("permute_lines", LINE_PIECE), instantiations(src.itemsize))
+    lines, pieces = src.size // shape[-1], line_bytes // 16
+    group = min(32, 1 << (pieces - 1).bit_length())  # lanes per line: a warp moves 32 // group lines at once
+    blocks = min(-(-lines // (256 // group)), sm_count(src.data.device_id) * 16)
+    launch(fn, (blocks,), (256,),
+           (out.data.ptr, src.data.ptr, lines, line_bytes, meta.data.ptr, len(lines_shape), group))
+
+
 def _fast_runner():
     vec16 = vec16_runner(*VEC16_STEPS["fast"])
 
@@ -244,7 +280,8 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
     Runs on CuPy's current stream with no synchronisation. A transpose whose result is the input's own memory
     order (F-contiguous 2-D input, axes that move only length-1 axes) is a plain device copy; input with other
     strides is copied to C order first. Axes that stay adjacent merge, so NHWC <-> NCHW is a batch of 2-D
-    transposes; a permutation that merges to more than a batch of 2-D transposes is CuPy's strided copy.
+    transposes; a permutation that keeps the last axis moves whole lines (see moves_lines); any
+    other permutation that merges to more than a batch of 2-D transposes is CuPy's strided copy.
     check=True (or CUDAKIT_CHECK=1) compares bit for bit with CuPy's result.
     """
     a = _args.device_array("transpose", "a", a)
@@ -276,12 +313,15 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
                 out if out.shape == shape[::-1] else out.reshape(shape[::-1]))
         elif perm == (0, 2, 1):  # a batch of 2-D transposes, one after the other in both arrays
             batch, rows, cols = shape
-            src3, out3 = src.reshape(shape), out.reshape(batch, cols, rows)
-            if variant in BATCHED_VARIANTS:
-                run(src3[0], out3[0], batch)
+            if variant in BATCHED_VARIANTS:  # the first matrix of each, and the count
+                run(cupy.ndarray((rows, cols), a.dtype, src.data), cupy.ndarray((cols, rows), a.dtype, out.data), batch)
             else:
+                src3, out3 = src.reshape(shape), out.reshape(batch, cols, rows)
                 for b in range(batch):
                     run(src3[b], out3[b])
+        elif perm[-1] == len(perm) - 1 and moves_lines(a.itemsize, shape[-1] * a.itemsize, src.data.ptr,
+                                                       out.data.ptr):  # the last axis stays
+            run_lines(src, out, shape, perm)
         else:
             out[...] = a.transpose(axes)  # documented: CuPy's strided copy
         if _check.enabled(check):

@@ -561,3 +561,53 @@ __global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ o
         thin_packed<T, false>(tile, pitch, out + base + r0 * c, here * c, c);
     }
 }
+
+// ---- Permutations that keep the last axis: whole lines of `line_bytes` move, each to its place in the output, so
+// reads and writes both stay in full lines. A group of `group` lanes (a power of two up to a warp) moves one output
+// line at a time, in V-sized pieces; the line it reads is found from the output line's index through the output's
+// dimensions and the input's strides, both counted in lines (meta: the ndim dimensions, then the ndim strides), in
+// 32-bit arithmetic while the line count allows (64-bit division is many times slower).
+template <typename I>
+__device__ __forceinline__ index_t source_line(I line, const index_t* __restrict__ meta, int ndim) {
+    index_t src = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+        const I dim = (I)meta[d];
+        const I q = line / dim;
+        src += (index_t)(line - q * dim) * meta[ndim + d];
+        line = q;
+    }
+    return src;
+}
+
+constexpr int LINES_IN_FLIGHT = 4;  // lines each group reads before it writes them
+
+template <typename V>
+__global__ void __launch_bounds__(256) permute_lines(unsigned char* __restrict__ out,
+                                                     const unsigned char* __restrict__ in, index_t lines,
+                                                     index_t line_bytes, const index_t* __restrict__ meta, int ndim,
+                                                     int group) {
+    const int lane = threadIdx.x % group;
+    const index_t groups = (index_t)gridDim.x * (blockDim.x / group);
+    const index_t pieces = line_bytes / (index_t)sizeof(V);
+    const bool narrow = lines <= 0xffffffffLL;
+    for (index_t line = (index_t)blockIdx.x * (blockDim.x / group) + threadIdx.x / group; line < lines;
+         line += LINES_IN_FLIGHT * groups) {
+        const V* from[LINES_IN_FLIGHT];
+        V* to[LINES_IN_FLIGHT];
+#pragma unroll
+        for (int u = 0; u < LINES_IN_FLIGHT; ++u) {  // past the last line: read and write nothing
+            const index_t l = line + u * groups < lines ? line + u * groups : line;
+            const index_t src = narrow ? source_line<unsigned>((unsigned)l, meta, ndim)
+                                       : source_line<index_t>(l, meta, ndim);
+            from[u] = reinterpret_cast<const V*>(in + src * line_bytes);
+            to[u] = reinterpret_cast<V*>(out + l * line_bytes);
+        }
+        for (index_t p = lane; p < pieces; p += group) {
+            V v[LINES_IN_FLIGHT];
+#pragma unroll
+            for (int u = 0; u < LINES_IN_FLIGHT; ++u) v[u] = from[u][p];
+#pragma unroll
+            for (int u = 0; u < LINES_IN_FLIGHT; ++u) to[u][p] = v[u];
+        }
+    }
+}

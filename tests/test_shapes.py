@@ -51,7 +51,33 @@ def test_thin_transposes_take_the_thin_path():
 AXES = [((2, 3, 4), None), ((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((5, 7, 9, 3), (0, 3, 1, 2)),
         ((5, 3, 7, 9), (0, 2, 3, 1)), ((4, 33, 65, 3), (0, 3, 1, 2)), ((2, 3, 1, 4, 5), (4, 2, 0, 3, 1)),
         ((3, 2, 2, 2, 2, 2, 2, 3), (7, 6, 5, 4, 3, 2, 1, 0)), ((6,), None), ((6,), (0,)), ((64, 96), (1, 0)),
-        ((2, 0, 3), (2, 1, 0)), ((), None)]
+        ((2, 0, 3), (2, 1, 0)), ((), None),
+        ((3, 5, 7, 160), (0, 2, 1, 3)), ((4, 6, 130), (1, 0, 2)), ((2, 3, 4, 5, 64), (3, 1, 0, 2, 4))]
+LINES = [((3, 5, 7, 160), (0, 2, 1, 3)), ((4, 6, 130), (1, 0, 2)), ((4, 6, 128), (1, 0, 2)),
+         ((5, 2, 3, 4, 96), (2, 0, 3, 1, 4))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape,axes", LINES, ids=str)
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes, offset, monkeypatch):
+    """The last axis stays: the lines kernel where whole 16-byte pieces fit the lines and the alignment of input and
+    output (offset by `offset` elements), CuPy's copy elsewhere; equal to CuPy's result either way."""
+    import cupy
+
+    taken = []
+    monkeypatch.setattr(tr, "run_lines", lambda *args, run=tr.run_lines: taken.append(1) or run(*args))
+    size = int(np.prod(shape))
+    a = random_array(size + offset, dtype)[offset:].reshape(shape)
+    want = cupy.transpose(a, axes).copy(order="C")
+    out = poisoned(size + offset, dtype)[offset:].reshape(want.shape)
+    cudakit.transpose(a, axes, out=out)
+    assert same_bits(out, want)
+    itemsize = np.dtype(dtype).itemsize
+    lines = tr.moves_lines(itemsize, shape[-1] * itemsize, a.data.ptr, out.data.ptr)
+    assert taken == ([1] if lines else [])
+    assert lines == (itemsize < 8 and shape[-1] * itemsize % 16 == 0 and offset * itemsize % 16 == 0)
 
 
 @pytest.mark.gpu

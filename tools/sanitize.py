@@ -87,7 +87,8 @@ def drop_in_shapes(small: bool) -> int:
             cudakit.transpose(rand(shape, dtype), check=True)
             runs += 1
         for shape, axes in (((3, 37, 41, 3), (0, 3, 1, 2)), ((3, 3, 37, 41), (0, 2, 3, 1)),
-                            ((2, 33, 35, 40), (0, 3, 1, 2)), ((2, 3, 5, 7), (3, 1, 0, 2))):
+                            ((2, 33, 35, 40), (0, 3, 1, 2)), ((2, 3, 5, 7), (3, 1, 0, 2)),
+                            ((3, 5, 7, 160), (0, 2, 1, 3)), ((5, 2, 3, 4, 333), (2, 0, 3, 1, 4))):  # whole lines
             cudakit.transpose(rand(shape, dtype), axes, check=True)
             runs += 1
     for dtype in (np.float32, np.float64):

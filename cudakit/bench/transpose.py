@@ -44,10 +44,11 @@ class TransposeBench(OpBench):
     def sweep_case(self, draw):
         dtype = draw.choice(("int8", "float16", "float32", "float64"))
         kind = draw.choice(("log", "log", "thin", "prime", "tiny", "nd"))
-        if kind == "nd":  # image layouts: NHWC <-> NCHW, HWC -> CHW, with 1 to 64 channels
+        if kind == "nd":  # image layouts: NHWC <-> NCHW, HWC -> CHW, NHWC -> NWHC, with 1 to 64 channels
             n, h, w, c = draw.log_uniform(1, 64), draw.log_uniform(1, 4096), draw.log_uniform(1, 4096), \
                 draw.log_uniform(1, 64)
-            dims, axes = draw.choice((((n, h, w, c), "0312"), ((n, c, h, w), "0231"), ((h, w, c), "201")))
+            dims, axes = draw.choice((((n, h, w, c), "0312"), ((n, c, h, w), "0231"), ((h, w, c), "201"),
+                                      ((n, h, w, c), "0213")))
             return Case(self.op, dtype, dims, axes)
         if kind == "thin":  # a side below 32: a point cloud (N, 3), or its transpose
             dims = (draw.small(), draw.log_uniform())[::draw.choice((1, -1))]
