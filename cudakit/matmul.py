@@ -178,6 +178,7 @@ def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last
 
 MIN_SPLIT_DEPTH = 256  # the least k a split-k share takes: shallower shares cost more in partial sums than they gain
 MAX_SPLIT_BYTES = 256 * 2**20  # partial products kept at most
+MIN_SPLITS = 3  # fewer shares gain less than the partial sums' extra pass costs (docs/NOTES.md, "matmul.py: split k")
 
 
 def split_k(tiles: int, slots: int, k: int, bk: int, c_bytes: int = 0) -> tuple[int, int]:
@@ -187,7 +188,7 @@ def split_k(tiles: int, slots: int, k: int, bk: int, c_bytes: int = 0) -> tuple[
     if 2 * tiles >= slots:
         return 1, k
     splits = min(slots // tiles, k // MIN_SPLIT_DEPTH, MAX_SPLIT_BYTES // max(c_bytes, 1))
-    if splits < 2:
+    if splits < MIN_SPLITS:
         return 1, k
     depth = -(-k // splits)
     depth = -(-depth // bk) * bk

@@ -78,7 +78,7 @@ def vec16_group_shift(tiles_c: int, tile_row_bytes: int, blocks_in_flight: int) 
 
 
 def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: bool, group_shift: int, shape=None,
-                     seam=None, min_blocks=None) -> str:
+                     seam=None, min_blocks=None, batched: bool = False) -> str:
     ic, oc, threads = shape or vec16_shape(itemsize, aligned)
     # 4- and 8-byte elements already gather whole words. On misaligned rows halfwords measured faster gathered one by
     # one than through store_words_shifted (docs/NOTES.md, "transpose.cu: misaligned bytes and halfwords").
@@ -86,14 +86,15 @@ def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: b
     seam = 16 if aligned else seam or VEC16_SEAM[itemsize]
     min_blocks = min_blocks or vec16_min_blocks(itemsize, aligned, threads)
     return instantiation("transpose_vec16", uint_ctype(itemsize), ic, oc, threads, bool(aligned), bool(swizzle),
-                         bool(word_gather), seam, min_blocks, group_shift)
+                         bool(word_gather), seam, min_blocks, group_shift, bool(batched))
 
 
 @functools.lru_cache(maxsize=None)  # every launch names its module by this list: build it once, not per call
 def instantiations(itemsize: int) -> tuple[str, ...]:
     """Every kernel of one element size (one module per size)."""
     seeds = [instantiation(name, uint_ctype(itemsize)) for name in SEED_KERNELS]
-    vec16 = [vec16_expression(itemsize, aligned, *step, group_shift) for step in VEC16_STEPS.values()
+    vec16 = [vec16_expression(itemsize, aligned, *step, group_shift, batched=batched)
+             for step, batched in [(step, False) for step in VEC16_STEPS.values()] + [(VEC16_STEPS["fast"], True)]
              for aligned, group_shift in vec16_orders(itemsize)]
     thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in) for wide_in in (True, False)]
     lines = [instantiation("permute_lines", LINE_PIECE)]
@@ -128,23 +129,28 @@ def vec16_runner(swizzle: bool, word_gather: bool, shape=None, seam=None, min_bl
     `min_blocks` and `group_shift` are for tuning probes."""
     probe = (shape, seam, min_blocks, group_shift) != (None,) * 4
 
+    batches = (swizzle, word_gather) == VEC16_STEPS["fast"]  # the fast step has a batched instantiation
+
     def run(a, out, batch: int = 1):
         rows, cols = a.shape  # of each of `batch` matrices, one after the other in a and in out
         e = a.itemsize
         aligned = is_aligned(a, out)
+        batched = batch > 1 and batches
         config = (_vec16_config_uncached if probe else _vec16_config)(
-            e, aligned, rows, cols, swizzle, word_gather, a.data.device_id, shape, seam, min_blocks, group_shift)
+            e, aligned, rows, cols, swizzle, word_gather, a.data.device_id, shape, seam, min_blocks, group_shift,
+            batched)
         fn, blocks, threads, tiles_r, tiles_c = config
         matrix_bytes = rows * cols * e
-        for b0 in range(0, batch, MAX_GRID_Y):
+        per_launch = MAX_GRID_Y if batched else 1  # the lesson steps: a launch per matrix
+        for b0 in range(0, batch, per_launch):
             first = b0 * matrix_bytes
-            launch(fn, (blocks, min(MAX_GRID_Y, batch - b0)), (threads,),
+            launch(fn, (blocks, min(per_launch, batch - b0)), (threads,),
                    (out.data.ptr + first, a.data.ptr + first, rows, cols, tiles_r, tiles_c, rows * cols))
     return run
 
 
 def _vec16_config_uncached(e, aligned, rows, cols, swizzle, word_gather, device_id, shape, seam, min_blocks,
-                           group_shift):
+                           group_shift, batched=False):
     """(kernel, blocks, threads, tile rows, tile columns) of a vec16 launch on one (rows, cols) matrix."""
     ic, oc, threads = shape or vec16_shape(e, aligned)
     v = 16 // e
@@ -153,7 +159,7 @@ def _vec16_config_uncached(e, aligned, rows, cols, swizzle, word_gather, device_
     tiles_r, tiles_c = -(-rows // row_step), -(-cols // (ic * v))
 
     def compiled(shift):
-        expr = vec16_expression(e, aligned, swizzle, word_gather, shift, shape, seam_bytes, min_blocks)
+        expr = vec16_expression(e, aligned, swizzle, word_gather, shift, shape, seam_bytes, min_blocks, batched)
         built = shape is None and seam is None and min_blocks is None and (aligned, shift) in vec16_orders(e)
         return kernel(FAMILY, expr, instantiations(e) if built else (expr,))  # probes' kernels: a module each
 

@@ -399,6 +399,8 @@ __device__ __forceinline__ void store_words_shifted(char* out, index_t rows, ind
 // and tiles follow each other every TR rows; otherwise every TR - SEAM / E rows (see store_column).
 // MIN_BLOCKS: the blocks per SM that ptxas must leave registers for (the host's choice, see vec16_min_blocks), at most
 // what the SM holds. GROUP_SHIFT: the block order (a template parameter: as a run-time one its arithmetic spilled).
+// BATCHED: blockIdx.y picks one of a batch of matrices, batch_stride elements apart in both arrays (its own
+// instantiation: the offset pointers cost the register-bound misaligned tiles a spill).
 #if __CUDA_ARCH__ == 750
 constexpr int SM_THREADS = 1024;  // the most threads an SM holds
 #elif __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890
@@ -408,12 +410,14 @@ constexpr int SM_THREADS = 2048;
 #endif
 
 template <typename T, int IC, int OC, int THREADS, bool ALIGNED, bool SWIZZLE, bool WORD_GATHER, int SEAM,
-          int MIN_BLOCKS, int GROUP_SHIFT>
+          int MIN_BLOCKS, int GROUP_SHIFT, bool BATCHED>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS < SM_THREADS / THREADS ? MIN_BLOCKS : SM_THREADS / THREADS)
 transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, index_t cols, unsigned int tiles_r,
                 unsigned int tiles_c, index_t batch_stride) {
-    in += blockIdx.y * batch_stride;  // a batch of matrices, batch_stride elements apart in both arrays
-    out += blockIdx.y * batch_stride;
+    if (BATCHED) {
+        in += blockIdx.y * batch_stride;
+        out += blockIdx.y * batch_stride;
+    }
     constexpr int E = sizeof(T), V = 16 / E;
     constexpr int TR = OC * V, TC = IC * V;  // tile rows and columns, in elements
     constexpr int ROWS_PER_PASS = THREADS / IC, PASSES = TR / ROWS_PER_PASS;

@@ -236,12 +236,12 @@ def test_dots_plan_cuts_k_into_whole_strides():
     assert mm.dots_plan(8, 4095, 8, 264) is None  # k too short to share
 
 
-@pytest.mark.gpu
 def test_split_k_plan_covers_k_exactly():
     for k in (4096, 66_000, 100_003):
         splits, depth = mm.split_k(tiles=1, slots=264, k=k, bk=32)
         assert splits > 1 and depth % 32 == 0 and (splits - 1) * depth < k <= splits * depth
     assert mm.split_k(tiles=1024, slots=264, k=4096, bk=16) == (1, 4096)  # a full grid keeps its k
+    assert mm.split_k(tiles=128, slots=528, k=512, bk=32) == (1, 512)  # two shares: not worth the sum
 
 
 @pytest.mark.gpu

@@ -217,6 +217,8 @@ def test_instantiation_groups_cover_every_kernel():
         for aligned, group_shift in transpose_module.vec16_orders(itemsize):
             for swizzle, word_gather in transpose_module.VEC16_STEPS.values():
                 assert transpose_module.vec16_expression(itemsize, aligned, swizzle, word_gather, group_shift) in group
+            fast = transpose_module.VEC16_STEPS["fast"]
+            assert transpose_module.vec16_expression(itemsize, aligned, *fast, group_shift, batched=True) in group
 
 
 def test_variant_table_shape():
