@@ -1,4 +1,9 @@
-"""Matrix product of two matrices: cudakit.matmul(A, B) -> C = A @ B, C-contiguous, like cupy.matmul for 2-D."""
+"""Matrix product: cudakit.matmul(A, B) -> A @ B, C-contiguous, with cupy.matmul's N-D, broadcast and 1-D operands.
+
+The seed kernels and the register-tiled steps are the lesson; the fast variant plans each product from its shape:
+m = 1 or n = 1 on the matvec kernels, a side of C up to 32 with short k on the skinny kernel, a C of at most 16 x 16
+with long k on the dots kernel, small grids with long k split over k, everything else on the tuned tiles.
+"""
 from __future__ import annotations
 
 import functools

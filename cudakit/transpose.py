@@ -1,11 +1,14 @@
-"""Matrix transpose: cudakit.transpose(a) -> a new C-contiguous array equal to a.T, for any 1-, 2-, 4- or 8-byte dtype.
+"""Transpose: cudakit.transpose(a, axes=None) -> a new C-contiguous array equal to cupy.transpose(a, axes), for any
+1-, 2-, 4- or 8-byte dtype and up to 8 axes.
 
 The kernels move raw bits (they are instantiated per element size over unsigned integers), so int8, bool, float16,
-float32, complex64, float64, ... all take the same code. Layouts:
-  * C-contiguous a: the chosen kernel reads a and writes out.
-  * F-contiguous a: a.T is already C-contiguous memory, so the result is a plain device-to-device copy
-    (cudaMemcpyAsync), whatever the variant.
-  * any other strides (slices with steps, non-contiguous views): a is first copied to C order, then transposed.
+float32, complex64, float64, ... all take the same code. Axes that stay adjacent merge first (transpose_plan), so:
+  * nothing moves but length-1 axes (an F-contiguous matrix, too): a plain device-to-device copy;
+  * (rows, cols) -> (cols, rows): the chosen kernel (the fast one takes a side below 32 to the thin kernel);
+  * a batch of those (NHWC <-> NCHW): one launch of the fast kernel over the batch;
+  * the last axis kept (NHWC -> NWHC): whole lines move (permute_lines);
+  * anything else: CuPy's strided copy.
+Inputs with other strides (slices with steps, non-contiguous views) are first copied to C order.
 """
 from __future__ import annotations
 
