@@ -103,6 +103,11 @@ CANDIDATES = {
     ),
 }
 _BY_NAME = {t.name: t for tiles in CANDIDATES.values() for t in tiles}
+# Beside the tuned pair, the planner weighs these: FP32's 64 x 64 tile between the pair's two (its 4 blocks per SM
+# split long k without sliced k's shared-memory sums); for a short k, the 32 x 64 tile at 4 blocks per SM, whose
+# blocks overlap one another's stores of C.
+MIDDLE_TILE = {F32: CANDIDATES[F32][4]}
+SMALL_K_TILE = {F32: CANDIDATES[F32][5]}
 
 
 def default_config(dtype, cc: int) -> dict:
@@ -119,6 +124,64 @@ def default_config(dtype, cc: int) -> dict:
 
 def candidates(dtype, cc: int) -> tuple[Tile, ...]:
     return tuple(t for t in CANDIDATES[np.dtype(dtype)] if t.supports(dtype, cc))
+
+
+# ---- the fast variant's plan for one product -----------------------------------------------------------------
+
+# The planner's model of each tile: its rate on padded work (whole tiles) with every resident slot busy, measured on
+# an H100 (docs/NOTES.md, "matmul: the planner's model"). Other GPUs keep the ratios, which is what the choice uses.
+TILE_TFLOPS = {
+    "simt_128x128x16_t8x8_w64x32_s2_b2": 43.0, "simt_128x128x8_t8x8_w64x32_s2_b2": 41.0,
+    "simt_128x256x8_t8x16_w64x64_s2_b1": 40.0, "simt_128x128x16_t16x8_w64x64_s2_b2": 38.0,
+    "simt_64x64x32_t4x8_w32x32_s2_b4": 33.6, "simt_32x64x32_t4x4_w16x32_s2_b4": 28.0,
+    "simt_32x64x32_t4x4_w16x32_k2_s2_b2": 28.0, "dmma_128x128x8_w64x32_s2_b1": 40.7,
+    "dmma_64x64x8_w32x32_s2_b3": 36.4, "simt_128x128x8_t8x8_w64x32_s2_b1": 21.0, "simt_64x64x8_t4x8_w32x32_s2_b2": 17.5,
+}
+SUM_BYTES_PER_S = 2.8e12  # what the split-k sum's reads and writes move at (the H100's, as the rates above)
+LAUNCH_S = 3e-6  # the split-k sum's launch
+STREAM_K_TAIL_COST = 1.4  # a stream-K tail's tiles, shared and summed through memory, against whole tiles
+SMALL_K = 64  # k up to which a product is bound by writing C: the small tile with the most blocks per SM serves
+MIN_SPLITS = 3  # fewer shares gain less than the partial sums' extra pass costs (docs/NOTES.md, "matmul.py: split k")
+
+
+def split_depth(k: int, splits: int, bk: int) -> tuple[int, int]:
+    """(splits, depth): k cut into runs of `depth`, a whole number of bk-deep slices (the last run may be shorter)."""
+    depth = -(-k // splits)
+    depth = -(-depth // bk) * bk
+    return -(-k // depth), depth
+
+
+def product_seconds(tile: Tile, m: int, n: int, k: int, splits: int, slots: int, sms: int, itemsize: int,
+                    tail_tiles: int = 0) -> float:
+    """The model's time for m x n x k on `tile`, k cut in `splits` runs, `slots` blocks resident at once on `sms` SMs.
+
+    Whole rounds of blocks, each block's padded tile at the tile's rate per slot; a grid of less than one round
+    spreads over the SMs, and an SM holding fewer blocks than it can runs each faster (by the square root of the
+    share it leaves idle); the last `tail_tiles` tiles of a stream-K tail are shared by one round of blocks at
+    STREAM_K_TAIL_COST; split k adds its sum pass."""
+    rate = TILE_TFLOPS.get(tile.name, min(TILE_TFLOPS.values())) * 1e12
+    depth = split_depth(k, splits, tile.bk)[1]
+    blocks = -(-m // tile.bm) * -(-n // tile.bn) * splits
+    block_flops = 2.0 * tile.bm * tile.bn * depth
+    if blocks <= slots:
+        per_sm, most = -(-blocks // sms), max(1, slots // sms)
+        seconds = block_flops * per_sm / (rate / sms * math.sqrt(per_sm / most))
+    elif tail_tiles:
+        seconds = (blocks - tail_tiles + STREAM_K_TAIL_COST * tail_tiles) * block_flops / rate
+    else:
+        seconds = -(-blocks // slots) * block_flops * slots / rate
+    if splits > 1:
+        seconds += (splits + 1) * m * n * itemsize / SUM_BYTES_PER_S + LAUNCH_S
+    return seconds
+
+
+def split_counts(most: int) -> list[int]:
+    """The split counts the planner weighs: 1, and MIN_SPLITS up to `most` in steps of about 1.5x."""
+    counts, s = [1], MIN_SPLITS
+    while s < most:
+        counts.append(s)
+        s = max(s + 1, s * 3 // 2)
+    return counts + ([most] if most >= MIN_SPLITS else [])
 
 
 # ---- the cache -----------------------------------------------------------------------------------------------

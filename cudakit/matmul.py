@@ -160,7 +160,7 @@ def tile_launches(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k
     tiles = -(-m // tile.bm) * -(-n // tile.bn)
     tail_start, sk_blocks, partials, counters = tiles, 0, 0, 0
     count, batch_a, batch_b = batch
-    if split and count == 1 and tile.kind == "simt" and tile.ksplit == 1 and tile.stages == 2:  # STREAM_K
+    if split and count == 1 and uses_stream_k(tile):
         tail_start, sk_blocks = stream_k_tail(tiles, resident_tiles(tile, a.dtype, out.data.device_id), k, tile.bk)
         if sk_blocks:  # two parts of a tile's sums per boundary between stream-K blocks
             partials, counters = workspace(2 * sk_blocks * tile.bm * tile.bn * a.itemsize, counters=sk_blocks)
@@ -183,21 +183,36 @@ def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last
 
 MIN_SPLIT_DEPTH = 256  # the least k a split-k share takes: shallower shares cost more in partial sums than they gain
 MAX_SPLIT_BYTES = 256 * 2**20  # partial products kept at most
-MIN_SPLITS = 3  # fewer shares gain less than the partial sums' extra pass costs (docs/NOTES.md, "matmul.py: split k")
 
 
-def split_k(tiles: int, slots: int, k: int, bk: int, c_bytes: int = 0) -> tuple[int, int]:
-    """(splits, depth): a grid of `tiles` that leaves most of the `slots` resident blocks idle cuts k into
-    `splits` runs of `depth` (a whole number of slices; the last run may be shorter), each a product of its own
-    into a partial C of c_bytes; (1, k) when the grid already fills half the GPU or k is too short to share."""
-    if 2 * tiles >= slots:
-        return 1, k
-    splits = min(slots // tiles, k // MIN_SPLIT_DEPTH, MAX_SPLIT_BYTES // max(c_bytes, 1))
-    if splits < MIN_SPLITS:
-        return 1, k
-    depth = -(-k // splits)
-    depth = -(-depth // bk) * bk
-    return -(-k // depth), depth
+def uses_stream_k(tile: Tile) -> bool:
+    """The tiles whose last partial wave a stream-K tail replaces (double-buffered SIMT tiles without sliced k)."""
+    return tile.kind == "simt" and tile.ksplit == 1 and tile.stages == 2
+
+
+@functools.lru_cache(maxsize=4096)
+def plan(device_id: int, dtype, m: int, n: int, k: int) -> tuple[Tile, int, int]:
+    """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64
+    tile between them; for a short k, the tile with the most blocks per SM alone), the tile and the split of k into
+    `splits` runs of `depth` whose modelled time (_tune.product_seconds) is least."""
+    dtype = np.dtype(dtype)
+    large, small = _tune.tiles(device_id, dtype)
+    if k <= _tune.SMALL_K:
+        tiles = (_tune.SMALL_K_TILE.get(dtype, small),)
+    else:
+        tiles = (large, small) + ((_tune.MIDDLE_TILE[dtype],) if dtype in _tune.MIDDLE_TILE else ())
+    sms, best = sm_count(device_id), None
+    for tile in tiles:
+        slots = resident_tiles(tile, dtype, device_id)
+        grid = -(-m // tile.bm) * -(-n // tile.bn)
+        most = min(k // MIN_SPLIT_DEPTH, MAX_SPLIT_BYTES // (m * n * dtype.itemsize), max(1, slots // grid))
+        for wanted in _tune.split_counts(most):
+            splits, depth = _tune.split_depth(k, wanted, tile.bk)
+            tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0] if splits == 1 and uses_stream_k(tile) else 0
+            seconds = _tune.product_seconds(tile, m, n, k, splits, slots, sms, dtype.itemsize, tail)
+            if best is None or seconds < best[0]:
+                best = (seconds, tile, splits, depth)
+    return best[1:]
 
 
 def run_split_k(tile: Tile, A, B, out, splits: int, depth: int) -> None:
@@ -220,12 +235,6 @@ def sum_partials(out, partials: int, splits: int) -> None:
     fn = kernel(FAMILY, instantiation("splitk_sum", out.dtype), seed_instantiations(out.dtype))
     blocks = min(-(-out.size // 256), sm_count(out.data.device_id) * 8)
     launch(fn, (blocks,), (256,), (out.data.ptr, partials, out.size, splits))
-
-
-def pick_tile(device_id: int, dtype, m: int, n: int) -> Tile:
-    """The fast variant's tile: the large one when its grid covers every SM at least once, else the small one."""
-    large, small = _tune.tiles(device_id, dtype)
-    return _tune.choose(large, small, m, n, sm_count(device_id))
 
 
 def _fixed(tiles: dict):
@@ -362,9 +371,7 @@ def _run_fast(A, B, out):
     if dots:
         run_dots(A, B, out, *dots)
         return
-    tile = pick_tile(device_id, out.dtype, m, n)
-    tiles = -(-m // tile.bm) * -(-n // tile.bn)
-    splits, depth = split_k(tiles, resident_tiles(tile, out.dtype, device_id), k, tile.bk, m * n * out.itemsize)
+    tile, splits, depth = plan(device_id, out.dtype, m, n, k)
     if splits > 1:
         run_split_k(tile, A, B, out, splits, depth)
     else:

@@ -331,11 +331,12 @@ __device__ __forceinline__ T* tile_shared(int elements) {
 // The k loop shared by the register-tiled kernels. STAGES == 1: load, barrier, math, barrier. STAGES == 2
 // (double buffering): the next slice's global loads are issued before the math on the current one and land in the
 // other shared stage afterwards, so their latency hides behind the math and one barrier per slice suffices. Where
-// every slice is whole (an interior tile, k a multiple of BK: most of a large product) the loop runs without the
-// edge checks, whose predicates and branches would otherwise be issued on every slice. Its body has no `more` test
-// either (with one, the layout whose loaders both transpose spilled registers; peeling the last slice off instead
-// made a third copy of the body, and was slower): the last slice's loads fetch that slice again and store it to
-// the idle stage (docs/NOTES.md, "matmul.cu: the unchecked interior k loop").
+// every row of the tile exists (an interior tile: most of a large product) the whole slices load without the edge
+// checks, whose predicates and branches would otherwise be issued on every slice. With k a multiple of BK that is one
+// body whose last loads fetch the last slice again; otherwise the last one or two steps run as a loop of their own
+// with the checked load: the partial slice, then a load of no columns (it reads nothing). One body with a `more`
+// test spilled the registers of the layouts whose loaders transpose, and a peeled copy of the body cost the whole
+// slices 2% (docs/NOTES.md, "matmul.cu: the unchecked interior k loop").
 template <int STAGES, int BK, typename T, class LoaderA, class LoaderB, class Math>
 __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_stage, T* Bs, int b_stage, index_t k,
                                        Math&& math) {
@@ -346,15 +347,40 @@ __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_st
     la.store(As);
     lb.store(Bs);
     __syncthreads();
-    if (STAGES == 2 && la.whole_rows() && lb.whole_rows() && k % BK == 0) {
-        for (int t = 0; t < slices; ++t) {
-            const int cur = t & 1;
-            if (t + 1 == slices) {  // no next slice: load the last one again (in bounds, never read)
-                la.rewind();
-                lb.rewind();
+    if (STAGES == 2 && la.whole_rows() && lb.whole_rows()) {
+        if (k % BK == 0) {  // every slice whole: one body, the last slice's loads fetch it again (never read)
+            for (int t = 0; t < slices; ++t) {
+                const int cur = t & 1;
+                if (t + 1 == slices) {
+                    la.rewind();
+                    lb.rewind();
+                }
+                la.load_whole();
+                lb.load_whole();
+                math(As + cur * a_stage, Bs + cur * b_stage);
+                la.store(As + (cur ^ 1) * a_stage);
+                lb.store(Bs + (cur ^ 1) * b_stage);
+                __syncthreads();
             }
+            return;
+        }
+        const int whole = (int)(k / BK);  // slices with all BK columns of depth
+        int t = 0;
+        for (; t + 1 < whole; ++t) {  // the next slice is whole
+            const int cur = t & 1;
             la.load_whole();
             lb.load_whole();
+            math(As + cur * a_stage, Bs + cur * b_stage);
+            la.store(As + (cur ^ 1) * a_stage);
+            lb.store(Bs + (cur ^ 1) * b_stage);
+            __syncthreads();
+        }
+        for (; t < slices; ++t) {  // the next slice is partial, or there is none (no columns: nothing is read)
+            const int cur = t & 1;
+            const index_t left = k - (index_t)(t + 1) * BK;
+            const int k_left = left <= 0 ? 0 : (left < BK ? (int)left : BK);
+            la.load(k_left);
+            lb.load(k_left);
             math(As + cur * a_stage, Bs + cur * b_stage);
             la.store(As + (cur ^ 1) * a_stage);
             lb.store(Bs + (cur ^ 1) * b_stage);

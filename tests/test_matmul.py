@@ -171,13 +171,16 @@ def test_aligned_operand_pads_misaligned_layouts_and_the_padding_is_never_read(d
 
 
 @pytest.mark.gpu
-def test_fast_picks_the_small_tile_for_small_grids():
+def test_fast_plans_tiles_and_splits_by_shape():
     import cupy
 
     device = cupy.cuda.runtime.getDevice()
-    large, small = _tune.tiles(device, np.dtype(np.float32))
-    assert mm.pick_tile(device, np.dtype(np.float32), 8192, 8192) == large
-    assert mm.pick_tile(device, np.dtype(np.float32), 64, 64) == small
+    f32 = np.dtype(np.float32)
+    large, small = _tune.tiles(device, f32)
+    assert mm.plan(device, f32, 8192, 8192, 8192) == (large, 1, 8192)  # a full grid: the large tile, k whole
+    assert mm.plan(device, f32, 4096, 4096, 64)[0] == _tune.SMALL_K_TILE[f32]  # short k
+    tile, splits, depth = mm.plan(device, f32, 128, 128, 65536)  # one tile's worth of C: k split
+    assert splits >= _tune.MIN_SPLITS and (splits - 1) * depth < 65536 <= splits * depth
 
 
 @pytest.mark.gpu
@@ -404,7 +407,7 @@ def test_a_batch_of_small_products_takes_the_small_tile():
     assert _tune.choose(large, small, 512, 512, 132) is small  # 16 tiles leave SMs idle
 
 
-def test_tune_scores_the_pair_as_pick_tile_will_run_it():
+def test_tune_scores_the_pair_as_choose_will_run_it():
     """Session 2's H100 tune picked 128x256 as the large tile on 4096^3 alone; at 2048^3 its 128 blocks leave SMs
     idle, so the small tile ran there at a third of the speed. Scored pair by pair, the 128x128 tile wins."""
     f32 = _tune.CANDIDATES[_tune.F32]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import cudakit
+from cudakit import _tune
 from conftest import assert_close, poisoned, random_array
 
 mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
@@ -236,12 +237,22 @@ def test_dots_plan_cuts_k_into_whole_strides():
     assert mm.dots_plan(8, 4095, 8, 264) is None  # k too short to share
 
 
-def test_split_k_plan_covers_k_exactly():
-    for k in (4096, 66_000, 100_003):
-        splits, depth = mm.split_k(tiles=1, slots=264, k=k, bk=32)
-        assert splits > 1 and depth % 32 == 0 and (splits - 1) * depth < k <= splits * depth
-    assert mm.split_k(tiles=1024, slots=264, k=4096, bk=16) == (1, 4096)  # a full grid keeps its k
-    assert mm.split_k(tiles=128, slots=528, k=512, bk=32) == (1, 512)  # two shares: not worth the sum
+def test_split_depth_covers_k_exactly():
+    for k, wanted in ((4096, 3), (66_000, 17), (100_003, 264)):
+        splits, depth = _tune.split_depth(k, wanted, 32)
+        assert splits <= wanted and depth % 32 == 0 and (splits - 1) * depth < k <= splits * depth
+
+
+def test_model_splits_small_grids_only():
+    tile = _tune.CANDIDATES[np.dtype(np.float32)][0]  # 128 x 128, 2 blocks per SM: 264 slots on 132 SMs
+
+    def best(m, n, k):
+        times = {s: _tune.product_seconds(tile, m, n, k, s, 264, 132, 4) for s in _tune.split_counts(264)}
+        return min(times, key=times.get)
+
+    assert best(4096, 4096, 4096) == 1  # 1024 tiles fill the GPU: k stays whole
+    assert best(128, 128, 65536) > _tune.MIN_SPLITS  # one tile: k shared by many blocks
+    assert _tune.split_counts(2) == [1] and _tune.split_counts(10)[-1] == 10
 
 
 @pytest.mark.gpu

@@ -108,10 +108,10 @@ def probe(quick: bool, fast_only: bool = False, experiments: bool = False):
             entries = [("fast", lambda s: cudakit.matmul(s["A"], s["B"], out=s["out"]))]
             big = m * n * k >= 2048 ** 3
             if experiments:  # as the fast variant runs them (stream-K tail, padding), beside the active tile
-                tiles = [mm.pick_tile(device, dtype, m, n), *EXPERIMENTS]
+                tiles = [mm.plan(device, dtype, m, n, k)[0], *EXPERIMENTS]
                 entries += [(t.name, (lambda s, t=t: mm.run_fast_tile(t, s["A"], s["B"], s["out"]))) for t in tiles]
             elif fast_only:  # the fast variant and its tile launched directly (no padding of misaligned operands)
-                tile = mm.pick_tile(device, dtype, m, n)
+                tile = mm.plan(device, dtype, m, n, k)[0]
                 entries.append((f"{tile.name} direct",
                                 lambda s, tile=tile: mm.run_tile(tile, s["A"], s["B"], s["out"])))
             elif m * n * k <= 4096 ** 3 and m * n * k >= 512 ** 3:

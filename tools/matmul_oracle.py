@@ -1,0 +1,146 @@
+"""What the fast matmul's planner could pick: every sweep shape of `bench.py --sweep` timed on every way cudakit can
+run it (each tile of the tune space, split k at several depths, the planner's own choice), beside cupy.matmul.
+
+    PYTHONPATH=. python3 tools/matmul_oracle.py --seed 3 [--seed 4] [--count 200] [--fast-only] [--json FILE]
+
+Each entry's result is checked against float64 before it is timed (GPU time, cudakit.bench.timing.measure; the
+sweep's per-call figure for fast and CuPy too where the operands fit in L2). Prints, per shape, the planner's path,
+its ratio to CuPy and the best entry's; last, how many shapes each would leave under 0.9x.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+import cupy
+import numpy as np
+
+import cudakit
+from cudakit import _tune
+from cudakit.bench import timing
+from cudakit.bench.registry import BENCHES
+from cudakit.bench.sweep import draw_cases
+from cudakit.testing import poison
+
+mm = importlib.import_module("cudakit.matmul")
+BUDGET = timing.Budget(row_s=0.02, min_runs=3, max_runs=60, batch=16)
+SPLITS = (2, 3, 4, 6, 8, 12, 16, 32)
+
+
+def plan_name(A, B) -> str:
+    """The fast variant's path for a 2-D product, as _run_fast decides it."""
+    m, k = A.shape
+    n = B.shape[1]
+    if m == 1 or n == 1:
+        return "matvec"
+    long_op, line_axis = (A, 0) if n <= m else (B, 1)
+    along_k = long_op.strides[1 - line_axis] == A.itemsize and long_op.strides[line_axis] != A.itemsize
+    if mm.skinny_plan(m, k, n, A.itemsize, along_k):
+        return "skinny"
+    dev = cupy.cuda.runtime.getDevice()
+    if max(m, n) <= mm.DOTS_MAX_SIDE and mm.dots_plan(m, k, n, mm._dots_resident(A.dtype, dev)):
+        return "dots"
+    if not hasattr(mm, "plan"):  # an older tree, timed for comparison
+        return "?"
+    tile, splits, _ = mm.plan(dev, A.dtype, m, n, k)
+    return f"{tile.name}" + (f" split{splits}" if splits > 1 else "")
+
+
+def entries(case, s, fast_only=False):
+    """(name, fn(s)) of every way to run the case (fast_only: the planner's alone)."""
+    dtype = np.dtype(case.dtype)
+    cc = _tune.compute_capability(cupy.cuda.runtime.getDevice())
+    out = [("fast", lambda x: cudakit.matmul(x["A"], x["B"], out=x["out"], check=False))]
+    if fast_only:
+        return out
+    tiles = _tune.candidates(dtype, cc)
+    if len(case.dims) == 4:  # a batch: each tile as the batched path would launch it
+        for t in tiles:
+            def run(x, t=t):
+                saved = _tune.choose
+                _tune.choose = lambda *a, **kw: t
+                try:
+                    mm._BATCH_LAUNCHES.clear()
+                    cudakit.matmul(x["A"], x["B"], out=x["out"], check=False)
+                finally:
+                    _tune.choose = saved
+                    mm._BATCH_LAUNCHES.clear()
+            out.append((t.name, run))
+        return out
+    m, k, n = case.dims
+    for t in tiles:
+        out.append((t.name, lambda x, t=t: mm.run_fast_tile(t, x["A"], x["B"], x["out"])))
+        for sp in SPLITS:
+            depth = -(-k // sp)
+            depth = -(-depth // t.bk) * t.bk
+            if depth >= 64 and -(-k // depth) == sp and sp * m * n * dtype.itemsize <= mm.MAX_SPLIT_BYTES:
+                out.append((f"{t.name} split{sp}",
+                            lambda x, t=t, sp=sp, d=depth: mm.run_split_k(t, x["A"], x["B"], x["out"], sp, d)))
+    return out
+
+
+def one_case(case, per_call_l2: int, fast_only: bool = False) -> dict:
+    bench = BENCHES["matmul"]
+    s = bench.make(case)
+    ctx = bench.check_context(case, s)
+    row = {"case": case.label, "dtype": case.dtype, "dims": list(case.dims), "order": case.order,
+           "flops": case.flops, "times": {}, "wrong": []}
+    if len(case.dims) == 3:
+        row["plan"] = plan_name(s["A"], s["B"])
+    ref = lambda x: cupy.matmul(x["A"], x["B"])
+    row["times"]["cupy"] = timing.measure(lambda i: ref(s), BUDGET)[0].median
+    for name, fn in entries(case, s, fast_only):
+        poison(s["out"])
+        try:
+            fn(s)
+            err = bench.error(case, ctx, s, s["out"])["value"]
+        except Exception as exc:  # an entry that cannot run this shape
+            row["wrong"].append(f"{name}: {type(exc).__name__}")
+            continue
+        from cudakit import _check
+        if not err <= _check.tolerance(np.dtype(case.dtype), case.dims[-2]):
+            row["wrong"].append(f"{name}: error {err:.1e}")
+            continue
+        row["times"][name] = timing.measure(lambda i: fn(s), BUDGET)[0].median
+    if case.bytes <= per_call_l2:
+        row["per_call"] = {"cupy": timing.measure(lambda i: ref(s), BUDGET, per_call=True)[0].median,
+                           "fast": timing.measure(lambda i: cudakit.matmul(s["A"], s["B"], out=s["out"], check=False),
+                                                  BUDGET, per_call=True)[0].median}
+    del s
+    cupy.get_default_memory_pool().free_all_blocks()
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, action="append", required=True)
+    ap.add_argument("--count", type=int, default=200)
+    ap.add_argument("--json")
+    ap.add_argument("--fast-only", action="store_true", help="time only the planner's choice and CuPy")
+    args = ap.parse_args()
+    l2 = timing.l2_bytes(cupy.cuda.runtime.getDevice())
+    rows = []
+    for seed in args.seed:
+        for case in draw_cases("matmul", seed, args.count):
+            row = one_case(case, l2, args.fast_only)
+            row["seed"] = seed
+            rows.append(row)
+            t = row["times"]
+            best = min((v, k) for k, v in t.items() if k != "cupy")
+            print(f"{row['case']:60} {row.get('plan', 'batched'):42} fast {t['cupy'] / t['fast']:5.2f}x "
+                  f"best {t['cupy'] / best[0]:5.2f}x {best[1]}" + (f"  WRONG {row['wrong']}" if row["wrong"] else ""),
+                  flush=True)
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump(rows, f)
+    fast = [r["times"]["cupy"] / r["times"]["fast"] for r in rows]
+    best = [r["times"]["cupy"] / min(v for k, v in r["times"].items() if k != "cupy") for r in rows]
+    for name, xs in (("fast", fast), ("best entry", best)):
+        print(f"{name}: median {np.median(xs):.2f}x, min {min(xs):.2f}x, {sum(x < 0.9 for x in xs)} below 0.9x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
