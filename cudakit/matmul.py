@@ -2,7 +2,7 @@
 
 The seed kernels and the register-tiled steps are the lesson; the fast variant plans each product from its shape:
 m = 1 or n = 1 on the matvec kernels, a side of C up to 32 with short k on the skinny kernel, a C of at most 16 x 16
-with long k on the dots kernel, small grids with long k split over k, everything else on the tuned tiles.
+with long k on the dots kernel, everything else on the tile and split of k that a time model of the tiles picks.
 """
 from __future__ import annotations
 
@@ -399,9 +399,9 @@ VARIANTS = register(FAMILY, [
             _fixed(WARP_TILED)),
     Variant(FAMILY, "double_buffered", "+ two shared stages: the next slice's loads fly during the math, one barrier per slice",
             _fixed(DOUBLE_BUFFERED)),
-    Variant(FAMILY, "fast", "the tile tuned for this GPU, no edge checks in interior tiles' k loop, a stream-K tail "
-            "instead of a partial last wave, sliced-k 32x64 tiles for small grids, misaligned operands padded, split k for "
-            "small grids with long k, a thread per line of C for a side of C up to 32 with short k (skinny), blocks "
+    Variant(FAMILY, "fast", "tile and split of k chosen by a time model (the tiles tuned for this GPU among them), no "
+            "edge checks in interior tiles' k loop, a stream-K tail instead of a partial last wave, misaligned operands "
+            "padded, a thread per line of C for a side of C up to 32 with short k (skinny), blocks "
             "summing runs of a long k for a C of at most 16 x 16 (dots); "
             "FP64 on the tensor cores (sm_80+)",
             _run_fast),

@@ -7,6 +7,7 @@
 #   bash tools/gpu_check.sh shards     the test suite in parallel shards, as the side-by-side run does (about 3 minutes),
 #                                      then the tests past 2^31 elements (marked large) one at a time
 #   bash tools/gpu_check.sh large      only those
+#   bash tools/gpu_check.sh check      the side-by-side run without the bench (the suite in shards, compute-sanitizer)
 # The side-by-side run shards the suite, a process per test file and per architecture of the compile check (the
 # time is mostly NVRTC on the host, not the GPU); every shard's summary line is in pytest.log, with a total at the end.
 set -u
@@ -66,6 +67,10 @@ case $part in
   bench) bench ;;
   shards) pytest_shards ;;
   large) python3 -m pytest -q -p no:cacheprovider -rs -m large tests/ 2>&1 | tee $OUT/pytest_large.log | tail -25 ;;
+  check)
+    sanitize & pytest_shards
+    wait
+    ;;
   all)
     bench
     sanitize & pytest_shards
