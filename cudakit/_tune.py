@@ -152,8 +152,9 @@ def split_depth(k: int, splits: int, bk: int) -> tuple[int, int]:
 
 
 def product_seconds(tile: Tile, m: int, n: int, k: int, splits: int, slots: int, sms: int, itemsize: int,
-                    tail_tiles: int = 0) -> float:
-    """The model's time for m x n x k on `tile`, k cut in `splits` runs, `slots` blocks resident at once on `sms` SMs.
+                    tail_tiles: int = 0, count: int = 1) -> float:
+    """The model's time for `count` products m x n x k in one launch on `tile`, k cut in `splits` runs, `slots`
+    blocks resident at once on `sms` SMs.
 
     Whole rounds of blocks, each block's padded tile at the tile's rate per slot; a grid of less than one round
     spreads over the SMs, and an SM holding fewer blocks than it can runs each faster (by the square root of the
@@ -161,7 +162,7 @@ def product_seconds(tile: Tile, m: int, n: int, k: int, splits: int, slots: int,
     STREAM_K_TAIL_COST; split k adds its sum pass."""
     rate = TILE_TFLOPS.get(tile.name, min(TILE_TFLOPS.values())) * 1e12
     depth = split_depth(k, splits, tile.bk)[1]
-    blocks = -(-m // tile.bm) * -(-n // tile.bn) * splits
+    blocks = -(-m // tile.bm) * -(-n // tile.bn) * splits * count
     block_flops = 2.0 * tile.bm * tile.bn * depth
     if blocks <= slots:
         per_sm, most = -(-blocks // sms), max(1, slots // sms)

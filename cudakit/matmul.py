@@ -190,13 +190,19 @@ def uses_stream_k(tile: Tile) -> bool:
     return tile.kind == "simt" and tile.ksplit == 1 and tile.stages == 2
 
 
+def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1) -> tuple[Tile, int, int]:
+    """_plan for the tiles tuned now (a new tuning replans)."""
+    dtype = np.dtype(dtype)
+    return _plan(_tune.tiles(device_id, dtype), device_id, dtype, m, n, k, count)
+
+
 @functools.lru_cache(maxsize=4096)
-def plan(device_id: int, dtype, m: int, n: int, k: int) -> tuple[Tile, int, int]:
+def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int, count: int) -> tuple[Tile, int, int]:
     """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64
     tile between them; for a short k, the tile with the most blocks per SM alone), the tile and the split of k into
-    `splits` runs of `depth` whose modelled time (_tune.product_seconds) is least."""
-    dtype = np.dtype(dtype)
-    large, small = _tune.tiles(device_id, dtype)
+    `splits` runs of `depth` whose modelled time (_tune.product_seconds) is least. `count` products launched together
+    (a batch) keep k whole."""
+    large, small = pair
     if k <= _tune.SMALL_K:
         tiles = (_tune.SMALL_K_TILE.get(dtype, small),)
     else:
@@ -206,10 +212,12 @@ def plan(device_id: int, dtype, m: int, n: int, k: int) -> tuple[Tile, int, int]
         slots = resident_tiles(tile, dtype, device_id)
         grid = -(-m // tile.bm) * -(-n // tile.bn)
         most = min(k // MIN_SPLIT_DEPTH, MAX_SPLIT_BYTES // (m * n * dtype.itemsize), max(1, slots // grid))
-        for wanted in _tune.split_counts(most):
+        for wanted in _tune.split_counts(most if count == 1 else 1):
             splits, depth = _tune.split_depth(k, wanted, tile.bk)
-            tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0] if splits == 1 and uses_stream_k(tile) else 0
-            seconds = _tune.product_seconds(tile, m, n, k, splits, slots, sms, dtype.itemsize, tail)
+            tail = 0
+            if count == 1 and splits == 1 and uses_stream_k(tile):
+                tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0]
+            seconds = _tune.product_seconds(tile, m, n, k, splits, slots, sms, dtype.itemsize, tail, count)
             if best is None or seconds < best[0]:
                 best = (seconds, tile, splits, depth)
     return best[1:]
@@ -432,8 +440,8 @@ def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None):
         a = A[None, :] if A.ndim == 1 else A
         b = B[:, None] if B.ndim == 1 else B
         c = out if out.shape == batch + (m, n) else out.reshape(batch + (m, n))
-        if not batch:
-            run(a, b, c)
+        if math.prod(batch) == 1:  # no batch, or a batch of one product: the 2-D paths
+            run(a[(0,) * (a.ndim - 2)], b[(0,) * (b.ndim - 2)], c[(0,) * len(batch)])
         elif variant == "fast":
             _run_fast_batched(a, b, c, batch)
         else:  # the lessons: one launch per product
@@ -470,7 +478,7 @@ def _run_fast_batched(a, b, c, batch: tuple) -> None:
     key = (batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, pc % 16, c.dtype, pair, device_id)
     plan = _BATCH_LAUNCHES.get(key)
     if plan is None:
-        launches, in_place = _batched_launches(a, b, c, batch, pair)
+        launches, in_place = _batched_launches(a, b, c, batch)
         if not in_place:  # the operands were copied first: nothing to repeat
             for args in launches:
                 launch(*args)
@@ -483,7 +491,7 @@ def _run_fast_batched(a, b, c, batch: tuple) -> None:
         launch(fn, grid, block, (pa + oa, pb + ob, pc + oc, *rest), smem)
 
 
-def _batched_launches(a, b, c, batch: tuple, pair) -> tuple[list, bool]:
+def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
     """(the launches of the batch, whether they read a and b in place)."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
@@ -493,7 +501,7 @@ def _batched_launches(a, b, c, batch: tuple, pair) -> tuple[list, bool]:
     item = a.itemsize
     strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
-    tile = _tune.choose(*pair, m, n, sm_count(c.data.device_id), count * math.prod(size for size, *_ in outer))
+    tile = plan(c.data.device_id, c.dtype, m, n, k, count * math.prod(size for size, *_ in outer))[0]
     c0 = c[(0,) * len(batch)]
     launches = []
     for idx in np.ndindex(*(size for size, *_ in outer)):

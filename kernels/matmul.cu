@@ -333,11 +333,12 @@ __device__ __forceinline__ T* tile_shared(int elements) {
 // other shared stage afterwards, so their latency hides behind the math and one barrier per slice suffices. Where
 // every row of the tile exists (an interior tile: most of a large product) the whole slices load without the edge
 // checks, whose predicates and branches would otherwise be issued on every slice. With k a multiple of BK that is one
-// body whose last loads fetch the last slice again; otherwise the last one or two steps run as a loop of their own
-// with the checked load: the partial slice, then a load of no columns (it reads nothing). One body with a `more`
-// test spilled the registers of the layouts whose loaders transpose, and a peeled copy of the body cost the whole
-// slices 2% (docs/NOTES.md, "matmul.cu: the unchecked interior k loop").
-template <int STAGES, int BK, typename T, class LoaderA, class LoaderB, class Math>
+// body whose last loads fetch the last slice again; otherwise (PARTIAL_UNCHECKED) the last one or two steps run as a
+// loop of their own with the checked load: the partial slice, then a load of no columns (it reads nothing). One body
+// with a `more` test spilled the registers of the layouts whose loaders transpose, a peeled copy of the body cost the
+// whole slices 2%, and the FP64 tensor-core kernel ran its whole slices slower with the second loop beside them
+// (docs/NOTES.md, "matmul.cu: the unchecked interior k loop").
+template <int STAGES, int BK, bool PARTIAL_UNCHECKED, typename T, class LoaderA, class LoaderB, class Math>
 __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_stage, T* Bs, int b_stage, index_t k,
                                        Math&& math) {
     const int slices = (int)((k + BK - 1) / BK);
@@ -347,7 +348,7 @@ __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_st
     la.store(As);
     lb.store(Bs);
     __syncthreads();
-    if (STAGES == 2 && la.whole_rows() && lb.whole_rows()) {
+    if (STAGES == 2 && la.whole_rows() && lb.whole_rows() && (PARTIAL_UNCHECKED || k % BK == 0)) {
         if (k % BK == 0) {  // every slice whole: one body, the last slice's loads fetch it again (never read)
             for (int t = 0; t < slices; ++t) {
                 const int cur = t & 1;
@@ -491,7 +492,7 @@ __global__ void __launch_bounds__(BM * BN / (TM * TN) * KSPLIT, MIN_BLOCKS)
 #pragma unroll
             for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
 
-        k_loop<STAGES, BK>(la, lb, As, BK * LDA, Bs, BK * LDB, depth, [&](const T* as, const T* bs) {
+        k_loop<STAGES, BK, true>(la, lb, As, BK * LDA, Bs, BK * LDB, depth, [&](const T* as, const T* bs) {
             as += kgroup * (BK / KSPLIT) * LDA;  // this group's share of the slice's depth
             bs += kgroup * (BK / KSPLIT) * LDB;
 #pragma unroll
@@ -626,7 +627,7 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, MIN_BLOCKS)
 #pragma unroll
         for (int j = 0; j < FN; ++j) acc[i][j][0] = acc[i][j][1] = 0.0;
 
-    k_loop<STAGES, BK>(la, lb, As, BK * LDA, Bs, BK * LDB, k, [&](const double* as, const double* bs) {
+    k_loop<STAGES, BK, false>(la, lb, As, BK * LDA, Bs, BK * LDB, k, [&](const double* as, const double* bs) {
 #if __CUDA_ARCH__ >= 900
         // Hopper's FP64 tensor cores run m8n8k4 at a fraction of their rate; m16n8k8 covers two of our 8x8 blocks
         // (rows g, g + 8) two k-steps deep (columns t, t + 4) from the very same fragments, in one instruction.

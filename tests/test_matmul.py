@@ -398,13 +398,18 @@ def test_stream_k_tail_takes_a_short_last_wave_and_a_wave_more():
 
 def test_a_batch_of_small_products_takes_the_small_tile():
     """A batch's grid covers the GPU many times over, but a 32 x 54 product in a 128 x 128 tile is mostly padding:
-    the small tile serves it; products the large tile fits closely keep it, batched or not."""
+    the model gives it the small tile; products the large tile fits closely keep it, batched or not."""
     f32 = _tune.CANDIDATES[_tune.F32]
     large, small = f32[0], f32[6]
-    assert _tune.choose(large, small, 32, 54, 132, count=2965) is small
-    assert _tune.choose(large, small, 512, 512, 132, count=64) is large
-    assert _tune.choose(large, small, 4097, 4099, 132) is large
-    assert _tune.choose(large, small, 512, 512, 132) is small  # 16 tiles leave SMs idle
+
+    def faster(m, n, k, count):
+        seconds = {t: _tune.product_seconds(t, m, n, k, 1, 132 * t.min_blocks, 132, 4, count=count)
+                   for t in (large, small)}
+        return min(seconds, key=seconds.get)
+
+    assert faster(32, 54, 128, 2965) is small
+    assert faster(512, 512, 512, 64) is large
+    assert faster(4097, 4099, 4096, 1) is large
 
 
 def test_tune_scores_the_pair_as_choose_will_run_it():
