@@ -349,6 +349,12 @@ __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_st
     lb.store(Bs);
     __syncthreads();
     if (STAGES == 2 && la.whole_rows() && lb.whole_rows() && (PARTIAL_UNCHECKED || k % BK == 0)) {
+        auto compute_and_stage = [&](int cur) {  // the math on stage cur, the loaded slice into the other
+            math(As + cur * a_stage, Bs + cur * b_stage);
+            la.store(As + (cur ^ 1) * a_stage);
+            lb.store(Bs + (cur ^ 1) * b_stage);
+            __syncthreads();
+        };
         if (k % BK == 0) {  // every slice whole: one body, the last slice's loads fetch it again (never read)
             for (int t = 0; t < slices; ++t) {
                 const int cur = t & 1;
@@ -358,10 +364,7 @@ __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_st
                 }
                 la.load_whole();
                 lb.load_whole();
-                math(As + cur * a_stage, Bs + cur * b_stage);
-                la.store(As + (cur ^ 1) * a_stage);
-                lb.store(Bs + (cur ^ 1) * b_stage);
-                __syncthreads();
+                compute_and_stage(cur);
             }
             return;
         }
@@ -371,10 +374,7 @@ __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_st
             const int cur = t & 1;
             la.load_whole();
             lb.load_whole();
-            math(As + cur * a_stage, Bs + cur * b_stage);
-            la.store(As + (cur ^ 1) * a_stage);
-            lb.store(Bs + (cur ^ 1) * b_stage);
-            __syncthreads();
+            compute_and_stage(cur);
         }
         for (; t < slices; ++t) {  // the next slice is partial, or there is none (no columns: nothing is read)
             const int cur = t & 1;
@@ -382,10 +382,7 @@ __device__ __forceinline__ void k_loop(LoaderA& la, LoaderB& lb, T* As, int a_st
             const int k_left = left <= 0 ? 0 : (left < BK ? (int)left : BK);
             la.load(k_left);
             lb.load(k_left);
-            math(As + cur * a_stage, Bs + cur * b_stage);
-            la.store(As + (cur ^ 1) * a_stage);
-            lb.store(Bs + (cur ^ 1) * b_stage);
-            __syncthreads();
+            compute_and_stage(cur);
         }
         return;
     }
