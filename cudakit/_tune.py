@@ -280,9 +280,10 @@ MAX_PADDING = 1.25  # the large tile may compute at most this much more padding 
 
 
 def choose(large: Tile, small: Tile, m: int, n: int, sms: int, count: int = 1) -> Tile:
-    """The fast variant's rule for `count` products of m x n: the large tile when its grid covers every SM at least
-    once and the padding its edge tiles compute is not much more than the small tile's, else the small one (a
-    batch of small products would otherwise spend most of the large tile's work on padding)."""
+    """The rule `tune` scores a pair by, for `count` products of m x n: the large tile when its grid covers every SM
+    at least once and the padding its edge tiles compute is not much more than the small tile's, else the small one
+    (a batch of small products would otherwise spend most of the large tile's work on padding). The fast variant
+    itself weighs the pair through its time model (matmul.plan)."""
     def padded(t: Tile) -> int:
         return -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn
 

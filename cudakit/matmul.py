@@ -476,8 +476,8 @@ def _run_fast_batched(a, b, c, batch: tuple) -> None:
     pair = _tune.tiles(device_id, c.dtype)
     pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
     key = (batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, pc % 16, c.dtype, pair, device_id)
-    plan = _BATCH_LAUNCHES.get(key)
-    if plan is None:
+    cached = _BATCH_LAUNCHES.get(key)
+    if cached is None:
         launches, in_place = _batched_launches(a, b, c, batch)
         if not in_place:  # the operands were copied first: nothing to repeat
             for args in launches:
@@ -485,9 +485,9 @@ def _run_fast_batched(a, b, c, batch: tuple) -> None:
             return
         if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
             _BATCH_LAUNCHES.clear()
-        plan = _BATCH_LAUNCHES[key] = [(fn, grid, block, (args[0] - pa, args[1] - pb, args[2] - pc) + args[3:], smem)
-                                       for fn, grid, block, args, smem in launches]
-    for fn, grid, block, (oa, ob, oc, *rest), smem in plan:
+        cached = _BATCH_LAUNCHES[key] = [(fn, grid, block, (args[0] - pa, args[1] - pb, args[2] - pc) + args[3:], smem)
+                                         for fn, grid, block, args, smem in launches]
+    for fn, grid, block, (oa, ob, oc, *rest), smem in cached:
         launch(fn, grid, block, (pa + oa, pb + ob, pc + oc, *rest), smem)
 
 
