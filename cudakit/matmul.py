@@ -49,7 +49,12 @@ def seed_instantiations(dtype) -> tuple[str, ...]:
     dtype = np.dtype(dtype)
     return (tuple(instantiation(name, dtype) for name in SEED_KERNELS + ("splitk_sum",))
             + tuple(skinny_expression(dtype, width, rows) for width in SKINNY_WIDTHS for rows in (True, False))
-            + (instantiation("matmul_dots", dtype, *DOTS_PART),))
+            + (instantiation("matmul_dots", dtype, *DOTS_PART),)
+            + tuple(small_expression(dtype, tile) for tile in SMALL_TILES))
+
+
+def small_expression(dtype, tile: tuple[int, int]) -> str:
+    return instantiation("matmul_batched_small", np.dtype(dtype), *tile, SMALL_BK)
 
 
 def skinny_expression(dtype, width: int, rows: bool) -> str:
@@ -472,6 +477,8 @@ MAX_BATCH_PLANS = 4096
 def _run_fast_batched(a, b, c, batch: tuple) -> None:
     """Every product of the batch on the fast variant's tile, a run of evenly spaced products per launch. A batch
     read in place repeats its launches for the next operands of the same shapes, strides and alignment."""
+    if b.shape[-1] == 1 and matvec_module.run_batched(a, b[..., 0], c[..., 0], batch):
+        return
     device_id = c.data.device_id
     pair = _tune.tiles(device_id, c.dtype)
     pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
@@ -491,6 +498,51 @@ def _run_fast_batched(a, b, c, batch: tuple) -> None:
         launch(fn, grid, block, (pa + oa, pb + ob, pc + oc, *rest), smem)
 
 
+SMALL_TILES = ((8, 128), (16, 64), (32, 32), (64, 16), (128, 8), (32, 64), (64, 32))
+SMALL_BK = 16  # as instantiated
+SMALL_THREADS = 256  # as in matmul.cu
+# Batches of products at most SMALL_MAX_K deep, with at most SMALL_MAX_C elements of C and SMALL_MAX_MACS
+# multiply-adds, take the small-product kernel. Its blocks step through k one slice at a time: a longer k or a larger
+# product ran faster on the tiles (docs/NOTES.md, "matmul: the small-product kernel").
+SMALL_MAX_K = 64
+SMALL_MAX_C = 8192
+SMALL_MAX_MACS = 2**17
+SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers in FP64: FP32 only
+
+
+def small_tile(m: int, n: int, k: int, itemsize: int = 4) -> tuple[int, int] | None:
+    """The C tile of the small-product kernel for a batch of m x k x n products, or None where the register tiles
+    serve. The tile with the least padded C wins, each output weighed by its thread's shared-memory reads per
+    multiply-add (a read of B for its OUT outputs besides theirs of A: 1 + 1 / OUT); then the larger tile."""
+    if k > SMALL_MAX_K or m * n > SMALL_MAX_C or m * n * k > SMALL_MAX_MACS:
+        return None
+
+    def cost(tile):
+        out = tile[0] * tile[1] // SMALL_THREADS
+        return -(-m // tile[0]) * tile[0] * -(-n // tile[1]) * tile[1] * (1 + 1 / out), -out
+
+    return min((t for t in SMALL_TILES if itemsize == 4 or t not in SMALL_WIDE), key=cost)
+
+
+def small_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: tuple[int, int, int]) -> list:
+    """The launches of `count` products on the small-product kernel: a0 and b0 the first product's operands,
+    `steps` the elements between consecutive products' A, B and C."""
+    m, k = a0.shape
+    n = b0.shape[1]
+    item = a0.itemsize
+    fn = kernel(FAMILY, small_expression(a0.dtype, tile), seed_instantiations(a0.dtype))
+    tiles_n = -(-n // tile[1])
+    tiles = -(-m // tile[0]) * tiles_n
+    strides = tuple(st // item for st in a0.strides + b0.strides)
+    launches = []
+    for p0 in range(0, count, MAX_GRID_Y):
+        here = min(MAX_GRID_Y, count - p0)
+        launches.append((fn, (tiles, here), (SMALL_THREADS,),
+                         (a0.data.ptr + p0 * steps[0] * item, b0.data.ptr + p0 * steps[1] * item,
+                          c_ptr + p0 * steps[2] * item, m, n, k, *strides, *steps, tiles_n), 0))
+    return launches
+
+
 def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
     """(the launches of the batch, whether they read a and b in place)."""
     m, k = a.shape[-2:]
@@ -501,15 +553,19 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
     item = a.itemsize
     strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
-    tile = plan(c.data.device_id, c.dtype, m, n, k, count * math.prod(size for size, *_ in outer))[0]
+    small = small_tile(m, n, k, item)
+    tile = None if small else plan(c.data.device_id, c.dtype, m, n, k, count * math.prod(s for s, *_ in outer))[0]
     c0 = c[(0,) * len(batch)]
     launches = []
     for idx in np.ndindex(*(size for size, *_ in outer)):
         off_a = sum(i * st for i, (_, st, _, _) in zip(idx, outer))
         off_b = sum(i * st for i, (_, _, st, _) in zip(idx, outer))
         off_c = sum(i * st for i, (_, _, _, st) in zip(idx, outer))
-        launches += tile_launches(tile, _shifted(a0, off_a), _shifted(b0, off_b), c0, batch=(count, step_a, step_b),
-                                  c_ptr=c0.data.ptr + off_c * item)
+        a_i, b_i, c_ptr = _shifted(a0, off_a), _shifted(b0, off_b), c0.data.ptr + off_c * item
+        if small:
+            launches += small_launches(small, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
+        else:
+            launches += tile_launches(tile, a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
     return launches, in_place
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 from dataclasses import dataclass
 
 import cupy
@@ -162,14 +163,35 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     return Plan(name, vector, tiles, grid, chunks, chunk)
 
 
-def _run_plan(A, x, out, p: Plan):
+def _run_plan(A, x, out, p: Plan, x_rows: int = 1, x_step: int = 0):
+    """x_rows, x_step (row-major A only): row r of A takes the x that starts (r // x_rows) * x_step elements on."""
     m, n = A.shape
     fn = _kernel(p.kernel, A.dtype)
     out_ptr = out.data.ptr
     dst, count = out_ptr, 0  # launch() takes pointers and integers alike as Python ints: its quickest path
     if p.chunks > 1:
         dst, count = workspace(p.chunks * m * A.itemsize, counters=p.tiles)
-    launch(fn, (p.grid, p.chunks), (FAST_THREADS,), (A.data.ptr, x.data.ptr, m, n, p.chunk, dst, out_ptr, count))
+    args = (A.data.ptr, x.data.ptr, m, n, p.chunk, dst, out_ptr, count)
+    launch(fn, (p.grid, p.chunks), (FAST_THREADS,), args if _col_major(A) else args + (x_rows, x_step))
+
+
+def run_batched(A, x, out, batch: tuple) -> bool:
+    """out = A @ x for a batch of C-contiguous matrices A (batch + (m, n)) and vectors x (broadcast to batch + (n,))
+    in one launch of the fast kernels, the matrices stacked into one tall A, each row reading its matrix's x.
+    False, having launched nothing, where A is not such a stack."""
+    m, n = A.shape[-2:]
+    if A.shape[:-2] != batch or not A.flags.c_contiguous or m * n == 0:
+        return False
+    item = x.itemsize
+    x = cupy.broadcast_to(x, batch + (n,))
+    outer, (_, x_step) = _nd.batch_runs(batch, tuple(st // item for st in x.strides[:-1]))
+    width = 16 // item
+    if outer or x.strides[-1] != item or any(st % item for st in x.strides) or (n % width == 0 and x_step % width):
+        x, x_step = cupy.ascontiguousarray(x), n  # one step between the vectors, whole 16-byte vectors apart
+    first = x[(0,) * len(batch)]
+    tall = A.reshape(-1, n)
+    _run_plan(tall, first, out.reshape(-1), plan(tall, first), m, x_step)
+    return True
 
 
 def run_fast(A, x, out):
@@ -239,6 +261,11 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
         if A.ndim == 2 and x.ndim == 1:
             A = _args.contiguous_or_copy(A)
             run(A, x if x.flags.c_contiguous else cupy.ascontiguousarray(x), out if out.ndim == 1 else out.reshape(-1))
+        elif variant == "fast" and run_batched(A, x, out, batch):
+            pass
+        elif variant == "fast" and A.ndim == 2:  # one matrix, many vectors: X @ A.T, a matrix product
+            xs = cupy.broadcast_to(x, batch + (n,)).reshape(-1, n)
+            importlib.import_module(__package__ + ".matmul")._run_fast(xs, A.T, out.reshape(-1, m))
         else:
             A, x = cupy.broadcast_to(A, batch + (m, n)), cupy.broadcast_to(x, batch + (n,))
             c = out.reshape(batch + (m,))

@@ -806,3 +806,101 @@ __global__ void __launch_bounds__(DOTS_THREADS) matmul_dots(const T* __restrict_
         }
     }
 }
+
+// ---- Batches of small products: one block per BM x BN tile of one product (blockIdx.x the tile, blockIdx.y the
+// product), the whole C of a small product in one or a few blocks, so that a batch of tiny products is not one
+// padded 64 x 64 tile each. A thread keeps OUT consecutive rows of one column of the tile: per k step one read of B
+// and OUT / W vector reads of A (stored k-major), broadcast across the lanes that share the rows. Slices of BK
+// along k pass through shared memory; the next slice's loads are issued before the math on the current one. Any
+// strides: each operand is loaded along whichever of its indices is contiguous (a_k == 1: along k).
+constexpr int SMALL_THREADS = 256;
+
+template <typename T, int BM, int BN, int BK>
+__global__ void __launch_bounds__(SMALL_THREADS) matmul_batched_small(const T* __restrict__ A,
+    const T* __restrict__ B, T* __restrict__ C, index_t m, index_t n, index_t k, index_t a_m, index_t a_k,
+    index_t b_k, index_t b_n, index_t batch_a, index_t batch_b, index_t batch_c, int tiles_n) {
+    typedef typename Vec16<T>::type V;
+    constexpr int W = Vec16<T>::n;
+    constexpr int OUT = BM * BN / SMALL_THREADS;
+    constexpr int LDA = BM % W == 0 ? BM + W : BM;  // rows of As stay 16-byte aligned, k-wise stores spread
+    constexpr int A_LOADS = (BM * BK + SMALL_THREADS - 1) / SMALL_THREADS;
+    constexpr int B_LOADS = (BK * BN + SMALL_THREADS - 1) / SMALL_THREADS;
+    static_assert(OUT >= 1 && SMALL_THREADS % BN == 0 && BM * BN % SMALL_THREADS == 0, "tile shape");
+    __shared__ __align__(16) T As[BK][LDA];
+    __shared__ T Bs[BK][BN + 1];  // + 1: a k-wise store (B's k contiguous) spreads over the banks
+
+    A += blockIdx.y * batch_a;
+    B += blockIdx.y * batch_b;
+    C += blockIdx.y * batch_c;
+    const index_t i0 = (index_t)(blockIdx.x / tiles_n) * BM, j0 = (index_t)(blockIdx.x % tiles_n) * BN;
+    // Element e = t + l * SMALL_THREADS of a slice, ordered along the operand's contiguous index, is this thread's
+    // first element plus l steps of (rows, k): along k, SMALL_THREADS / BK rows a step; else SMALL_THREADS / BM of k.
+    const int t = threadIdx.x;
+    const bool a_along_k = a_k == 1 && a_m != 1, b_along_k = b_k == 1 && b_n != 1;
+    const int a_i = a_along_k ? t / BK : t % BM, a_kk = a_along_k ? t % BK : t / BM;
+    const int a_di = a_along_k ? SMALL_THREADS / BK : 0, a_dk = a_along_k ? 0 : SMALL_THREADS / BM;
+    const int b_j = b_along_k ? t / BK : t % BN, b_kk = b_along_k ? t % BK : t / BN;
+    const int b_dj = b_along_k ? SMALL_THREADS / BK : 0, b_dk = b_along_k ? 0 : SMALL_THREADS / BN;
+    const T* a_ptr = A + (i0 + a_i) * a_m + a_kk * a_k;
+    const T* b_ptr = B + b_kk * b_k + (j0 + b_j) * b_n;
+    const index_t a_step = a_di * a_m + a_dk * a_k, b_step = b_dk * b_k + b_dj * b_n;
+    T ra[A_LOADS], rb[B_LOADS];
+    auto load = [&](index_t k0) {
+#pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const bool in = t + l * SMALL_THREADS < BM * BK && i0 + a_i + l * a_di < m && k0 + a_kk + l * a_dk < k;
+            ra[l] = in ? __ldg(a_ptr + k0 * a_k + l * a_step) : T(0);
+        }
+#pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const bool in = t + l * SMALL_THREADS < BK * BN && k0 + b_kk + l * b_dk < k && j0 + b_j + l * b_dj < n;
+            rb[l] = in ? __ldg(b_ptr + k0 * b_k + l * b_step) : T(0);
+        }
+    };
+    // One k step: this thread's OUT rows from As (16-byte reads where they hold whole vectors) times B's element.
+    const int col = t % BN, row0 = t / BN * OUT;
+    T acc[OUT];
+#pragma unroll
+    for (int o = 0; o < OUT; ++o) acc[o] = T(0);
+    auto step = [&](int kk) {
+        const T b = Bs[kk][col];
+        if constexpr (OUT % W == 0) {
+#pragma unroll
+            for (int v = 0; v < OUT / W; ++v) {
+                union { V vector; T lane[W]; } a;
+                a.vector = *reinterpret_cast<const V*>(&As[kk][row0 + v * W]);
+#pragma unroll
+                for (int w = 0; w < W; ++w) acc[v * W + w] += a.lane[w] * b;
+            }
+        } else {
+#pragma unroll
+            for (int o = 0; o < OUT; ++o) acc[o] += As[kk][row0 + o] * b;
+        }
+    };
+
+    load(0);
+    for (index_t k0 = 0; k0 < k; k0 += BK) {
+#pragma unroll
+        for (int l = 0; l < A_LOADS; ++l)
+            if (t + l * SMALL_THREADS < BM * BK) As[a_kk + l * a_dk][a_i + l * a_di] = ra[l];
+#pragma unroll
+        for (int l = 0; l < B_LOADS; ++l)
+            if (t + l * SMALL_THREADS < BK * BN) Bs[b_kk + l * b_dk][b_j + l * b_dj] = rb[l];
+        __syncthreads();
+        if (k0 + BK < k) load(k0 + BK);
+        if (k - k0 >= BK) {
+#pragma unroll
+            for (int kk = 0; kk < BK; ++kk) step(kk);
+        } else {
+            for (int kk = 0; kk < (int)(k - k0); ++kk) step(kk);
+        }
+        __syncthreads();  // the slice is read before the next one is stored
+    }
+    const index_t j = j0 + col;
+    if (j >= n) return;
+#pragma unroll
+    for (int o = 0; o < OUT; ++o) {
+        const index_t i = i0 + row0 + o;
+        if (i < m) C[i * n + j] = acc[o];
+    }
+}

@@ -101,11 +101,13 @@ __device__ __forceinline__ void finish_tile(const T* partial, index_t m, index_t
 // tile); a grid smaller than that saves block launches when each tile is short work). blockIdx.y splits the rows
 // into chunks of `chunk` vectors so that few, long rows still fill the GPU; each chunk writes its partial sums to
 // dst[blockIdx.y * m + row] and finish_tile adds them into out (dst is out itself when there is one chunk). VECTOR
-// needs n % Vec16<T>::n == 0 and 16-byte aligned A and x.
+// needs n % Vec16<T>::n == 0 and 16-byte aligned A and x. A batch of matrices stacked into one tall A takes a vector
+// per matrix: row r reads the x that starts (r / x_rows) * x_step elements on (x_step 0: one x for every row).
 template <typename T, bool VECTOR, int TPR, int UNROLL>
 __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restrict__ A, const T* __restrict__ x,
                                                                 index_t m, index_t n, index_t chunk, T* dst, T* out,
-                                                                unsigned int* counters) {
+                                                                unsigned int* counters, index_t x_rows,
+                                                                index_t x_step) {
     typedef typename Chunk<T, VECTOR>::type V;
     const int W = Chunk<T, VECTOR>::n;
     const int ROWS = FAST_THREADS / TPR;
@@ -113,7 +115,6 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
     const index_t nv = n / W;
     const index_t begin = (index_t)blockIdx.y * chunk;
     const index_t end = begin + chunk < nv ? begin + chunk : nv;
-    const V* xv = reinterpret_cast<const V*>(x);
 
     for (index_t tile = blockIdx.x; tile * ROWS < m; tile += gridDim.x) {
         const index_t row = tile * ROWS + threadIdx.x / TPR;
@@ -122,6 +123,7 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
         for (int u = 0; u < UNROLL; ++u) acc[u] = 0;
         if (row < m) {
             const V* a = reinterpret_cast<const V*>(A + row * n);
+            const V* xv = reinterpret_cast<const V*>(x_step ? x + row / x_rows * x_step : x);
             index_t v = begin + lane;
             for (; v + (UNROLL - 1) * TPR < end; v += UNROLL * TPR) {
                 V av[UNROLL], xs[UNROLL];

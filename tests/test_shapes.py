@@ -288,3 +288,79 @@ def test_batched_matvec_equals_cupy(dtype, shapes):
     assert got.shape == want.shape and got.flags.c_contiguous
     if got.size:
         assert_close(got, ref64(A, x[..., None])[..., 0], dtype, shapes[0][-1], str(shapes))
+
+
+mv = importlib.import_module("cudakit.matvec")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bmn", [(3, 40, 33), (5, 7, 64), (4, 3, 100_000), (6, 2000, 3), (2, 1, 8)], ids=str)
+def test_a_batch_of_matrices_is_one_launch_of_the_fast_kernels(dtype, bmn, monkeypatch):
+    """A stack of C-order matrices, each with its own vector (contiguous, strided, broadcast, misaligned), in one
+    launch over the stacked rows (split plans and 16-byte loads included), as matvec and as a matmul with n = 1;
+    the output poisoned first."""
+    import cupy
+
+    count, m, n = bmn
+    launches = []
+    monkeypatch.setattr(mv, "_run_plan", lambda *args, run=mv._run_plan: launches.append(1) or run(*args))
+    A = random_array((count, m, n), dtype)
+    vectors = [random_array((count, n), dtype), random_array((count, 2 * n), dtype)[:, ::2],
+               cupy.broadcast_to(random_array((n,), dtype), (count, n)), random_array((count * n + 1,), dtype)[1:].reshape(count, n),
+               random_array((count, n + 1), dtype)[:, 1:]]
+    for x in vectors:
+        launches.clear()
+        out = poisoned((count, m), dtype)
+        assert cudakit.matvec(A, x, out=out) is out
+        assert_close(out, ref64(A, x[..., None])[..., 0], dtype, n, f"{bmn} {x.strides}")
+        assert launches == [1]
+        out = poisoned((count, m, 1), dtype)
+        cudakit.matmul(A, x[..., None], out=out)
+        assert_close(out, ref64(A, x[..., None]), dtype, n, f"matmul {bmn} {x.strides}")
+    # one matrix for many vectors: a matrix product
+    X = random_array((count, n), dtype)
+    assert_close(cudakit.matvec(A[0], X), ref64(X, A[0].T), dtype, n, f"{bmn} one matrix")
+
+
+SMALL_BATCHES = [(40, 32, 32, 32), (7, 1, 3, 149), (9, 8, 2, 264), (5, 29, 7, 246), (6, 43, 64, 4), (3, 300, 17, 1),
+                 (4, 64, 30, 64), (3, 60, 20, 100), (2, 17, 33, 200), (5, 110, 16, 70), (3, 16, 20, 60),
+                 (4, 120, 40, 7), (6, 64, 24, 32)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bmkn", SMALL_BATCHES, ids=str)
+def test_batches_of_small_products_take_the_small_kernel(dtype, bmkn, monkeypatch):
+    """Batches of short-k or small-C products on the small-product kernel: C order, F-order and broadcast
+    operands, k shorter than a slice, a partial last slice, every tile that the planner picks among these shapes;
+    the output poisoned first."""
+    import cupy
+
+    count, m, k, n = bmkn
+    tile = mm.small_tile(m, n, k, np.dtype(dtype).itemsize)
+    assert tile is not None, bmkn
+    taken = []
+    monkeypatch.setattr(mm, "small_launches", lambda *args, run=mm.small_launches: taken.append(args[0]) or run(*args))
+    operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype)),
+                (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, n, k), dtype).transpose(0, 2, 1)),
+                (random_array((m, k), dtype), random_array((count, k, n), dtype)),
+                (random_array((count, m, k), dtype), cupy.broadcast_to(random_array((k, n), dtype), (count, k, n)))]
+    for a, b in operands:
+        out = poisoned((count, m, n), dtype)
+        assert cudakit.matmul(a, b, out=out) is out
+        assert_close(out, ref64(a, b), dtype, k, f"{bmkn} {a.strides} {b.strides}")
+    assert taken and set(taken) == {tile}
+
+
+def test_the_small_kernel_takes_short_k_and_small_c_and_pads_c_least():
+    assert mm.small_tile(32, 32, 32) == (32, 32)
+    assert mm.small_tile(1, 149, 3) == (8, 128)
+    assert mm.small_tile(300, 1, 17) == (128, 8)
+    assert mm.small_tile(64, 32, 24) == (64, 32)
+    assert mm.small_tile(1, 149, 3, 8) == (16, 64)  # FP64 takes no 8 x 128 tile
+    assert mm.small_tile(64, 64, 33) is None  # more multiply-adds than SMALL_MAX_MACS
+    assert mm.small_tile(17, 200, 33) == (8, 128)  # (16, 64) pads less, but reads shared memory more an FMA
+    assert mm.small_tile(64, 64, 65) is None
+    assert mm.small_tile(64, 129, 8) is None
+    assert mm.small_tile(512, 512, 512) is None

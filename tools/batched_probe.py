@@ -1,0 +1,84 @@
+"""Timing probe for batches: cudakit.matmul and cudakit.matvec on batched operands against cupy.matmul.
+
+    PYTHONPATH=. python3 tools/batched_probe.py [--seed S] [--count N] [--json FILE]
+
+The goal shapes of issue 17 (64 x 512^3, 10^4 x 32^3), batched matrix-vector products, then N batched shapes drawn
+as the bench's sweep draws them (C order, batch counts 1 to 10^4). Every result is checked against float64 first;
+timed with cudakit.bench.timing.measure (CUDA events, operand sets rotated past the L2, median).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+
+import cupy
+import numpy as np
+
+import cudakit
+from cudakit import _check
+from cudakit.bench import timing
+
+BUDGET = timing.Budget(row_s=0.05, min_runs=5, max_runs=200)
+FIXED = [("float32", 64, 512, 512, 512), ("float32", 10_000, 32, 32, 32), ("float64", 10_000, 32, 32, 32),
+         ("float32", 8366, 29, 7, 246), ("float32", 3319, 8, 2, 264), ("float32", 7578, 1, 3, 149),
+         ("float32", 1968, 43, 264, 4), ("float64", 92, 722, 13, 1005), ("float32", 100, 4096, 1024, 1),
+         ("float64", 1000, 256, 256, 1), ("float32", 10_000, 16, 16, 16), ("float32", 1000, 64, 64, 64)]
+MAX_FLOPS = 2 * 2048 ** 3
+
+
+def draw(rng: random.Random, count: int):
+    def log_uniform(lo, hi):
+        return int(round(np.exp(rng.uniform(np.log(lo), np.log(hi)))))
+
+    shapes = []
+    while len(shapes) < count:
+        b, m, k, n = log_uniform(1, 10_000), log_uniform(1, 1024), log_uniform(1, 1024), log_uniform(1, 1024)
+        if 2 * b * m * k * n <= MAX_FLOPS:
+            shapes.append((rng.choice(("float32", "float64")), b, m, k, n))
+    return shapes
+
+
+def time_shape(dtype, b, m, k, n):
+    per_set = (m * k + k * n + m * n) * b * np.dtype(dtype).itemsize
+    sets = []
+    for _ in range(timing.sets_past_l2(per_set, cupy.cuda.runtime.getDevice(), max_sets=8)):
+        A = cupy.random.uniform(0.5, 1.5, (b, m, k)).astype(dtype)
+        B = cupy.random.uniform(0.5, 1.5, (b, k, n)).astype(dtype)
+        sets.append((A, B, cupy.full((b, m, n), cupy.nan, dtype)))
+    A, B, out = sets[0]
+    cudakit.matmul(A, B, out=out)
+    err = _check.relative_error(out, cupy.matmul(A.astype(cupy.float64), B.astype(cupy.float64)))
+    ok = err <= _check.tolerance(np.dtype(dtype), k)
+    mine = timing.measure(lambda i: cudakit.matmul(sets[i % len(sets)][0], sets[i % len(sets)][1],
+                                                   out=sets[i % len(sets)][2]), BUDGET)[0].median
+    ref = timing.measure(lambda i: cupy.matmul(sets[i % len(sets)][0], sets[i % len(sets)][1],
+                                               out=sets[i % len(sets)][2]), BUDGET)[0].median
+    return {"shape": [dtype, b, m, k, n], "ok": bool(ok), "err": float(err), "fast_us": mine * 1e6,
+            "cupy_us": ref * 1e6, "ratio": ref / mine}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--count", type=int, default=60)
+    p.add_argument("--json")
+    args = p.parse_args()
+    rows = []
+    for shape in FIXED + draw(random.Random(args.seed), args.count):
+        row = time_shape(*shape)
+        rows.append(row)
+        dtype, b, m, k, n = shape
+        flag = "" if row["ok"] else f"  WRONG (error {row['err']:.1e})"
+        print(f"{dtype} {b} x {m}x{k}x{n}: fast {row['fast_us']:9.1f} us  cupy {row['cupy_us']:9.1f} us  "
+              f"x{row['ratio']:.2f}{flag}", flush=True)
+    ratios = [r["ratio"] for r in rows]
+    print(f"geomean x{np.exp(np.mean(np.log(ratios))):.3f}  median x{np.median(ratios):.3f}  min x{min(ratios):.2f}  "
+          f"under 0.9: {sum(r < 0.9 for r in ratios)} of {len(ratios)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f)
+
+
+if __name__ == "__main__":
+    main()
