@@ -10,7 +10,8 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _tune
+from cudakit import _check, _tune
+from cudakit._compile import launch
 
 matmul = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
 matvec = importlib.import_module("cudakit.matvec")
@@ -106,7 +107,19 @@ def drop_in_shapes(small: bool) -> int:
                 runs += 1
         cudakit.matvec(rand((3, 40, 33), dtype), rand((3, 33), dtype), check=True)
         cudakit.matvec(rand((3, 40, 33), dtype), rand(33, dtype), check=True)
-        runs += 2
+        cudakit.matvec(rand((3, 40, 4096), dtype), rand((3, 4096), dtype)[:, ::-1], check=True)  # split, strided x
+        runs += 3
+        for tile in matmul.SMALL_TILES:  # every small-product tile, with partial tiles and a partial slice
+            for oa, ob in (("C", "C"), ("F", "F")):
+                a = rand((3, tile[0] + 3, 21), dtype) if oa == "C" else rand((3, 21, tile[0] + 3), dtype).transpose(0, 2, 1)
+                b = rand((3, 21, tile[1] + 5), dtype) if ob == "C" else rand((3, tile[1] + 5, 21), dtype).transpose(0, 2, 1)
+                out = cupy.full((3, a.shape[1], b.shape[2]), cupy.nan, dtype)
+                steps = (a.strides[0] // a.itemsize, b.strides[0] // b.itemsize, out.strides[0] // out.itemsize)
+                for args in matmul.small_launches(tile, a[0], b[0], out.data.ptr, 3, steps):
+                    launch(*args)
+                want = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
+                assert _check.relative_error(out, want) <= _check.tolerance(np.dtype(dtype), 21), (tile, oa, ob)
+                runs += 1
     return runs
 
 
