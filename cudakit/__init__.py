@@ -2,9 +2,13 @@
 
     cudakit.matvec(A, x)     A @ x          cudakit.matmul(A, B)   A @ B
     cudakit.transpose(A)     A.T, C-order   cudakit.dot(a, b)      a . b as a 0-d array
+    cudakit.resize(img, (h, w))   bilinear  cudakit.letterbox(imgs)  detector preprocessing, one launch
     cudakit.variants(op)     the kernels behind an op, each with one line on what it demonstrates
 
 Every op takes variant= (default "fast"), out= and check=, and launches on CuPy's current stream.
+
+    cudakit.stream_map(fn, host_chunks)   fn over host chunks, copies and kernels overlapped across streams
+    cudakit.pinned_empty(shape, dtype)    a NumPy array in pinned memory (the copies read and write it in place)
 """
 try:
     import cupy  # noqa: F401  (the package declares no CuPy: its wheel is per CUDA major)
@@ -20,7 +24,11 @@ from ._variants import Variant, variants
 from .dot import dot
 from .matmul import matmul
 from .matvec import matvec
+from .resize import letterbox, resize, unletterbox_boxes
 from .transpose import transpose
+# Not an op: the host-facing pipeline that overlaps copies and kernels across streams (no kernel of its own).
+from .stream import pinned_empty, stream_map
 
 __version__ = "0.1.0"
-__all__ = ["matvec", "matmul", "transpose", "dot", "variants", "Variant", "CheckError"]
+__all__ = ["matvec", "matmul", "transpose", "dot", "resize", "letterbox", "unletterbox_boxes",
+           "variants", "Variant", "CheckError", "stream_map", "pinned_empty"]

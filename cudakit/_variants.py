@@ -1,15 +1,15 @@
 """The Variant record: the one table of kernels that the API, the tests and the bench all read.
 
-The dependency runs one way: each family module (dot, matmul, matvec, transpose) imports this one and registers its
-rows when it is imported; this module imports no family. The package's __init__ imports every family, so the table
-is complete whenever `cudakit` (or any of its modules) has been imported.
+The dependency runs one way: each family module (dot, matmul, matvec, transpose, resize) imports this one and
+registers its rows when it is imported; this module imports no family. The package's __init__ imports every family,
+so the table is complete whenever `cudakit` (or any of its modules) has been imported.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
 
-OPS = ("matvec", "matmul", "transpose", "dot")
+OPS = ("matvec", "matmul", "transpose", "dot", "resize")
 
 
 @dataclass(frozen=True)

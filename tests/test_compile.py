@@ -9,7 +9,7 @@ from cudakit import _compile
 nvrtc = pytest.importorskip("cuda.bindings.nvrtc",
                             reason="NVRTC check needs the test extra: pip install -e .[test12] (or .[test13])")
 
-FAMILIES = ("matvec", "matmul", "transpose", "dot", "ceilings")
+FAMILIES = ("matvec", "matmul", "transpose", "dot", "resize", "ceilings")
 MODULES = {"ceilings": "cudakit._ceilings"}  # the bench's ceiling kernels are not an op: a private module
 
 

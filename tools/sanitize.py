@@ -74,7 +74,7 @@ def main(small: bool) -> int:
                 else:
                     cudakit.transpose(a, out=out, variant=v.name, check=True)
                 runs += 1
-    runs += drop_in_shapes(small)
+    runs += drop_in_shapes(small) + preprocessing()
     cupy.cuda.Device().synchronize()
     print(f"sanitize: {runs} launches checked")
     return 0
@@ -123,9 +123,30 @@ def drop_in_shapes(small: bool) -> int:
     return runs
 
 
+def preprocessing() -> int:
+    """Every resize / letterbox variant on up- and downscales of odd sizes, batches and a list of images."""
+    runs = 0
+    for v in cudakit.variants("resize"):
+        for dtype in (np.uint8, np.float16, np.float32):
+            for shape, size in (((37, 53), (20, 71)), ((37, 53, 3), (75, 26)), ((2, 31, 45, 4), (16, 23)),
+                                ((2, 30, 44, 1), (60, 88))):
+                img = cupy.asarray(rng.integers(1, 255, shape)).astype(dtype)
+                cudakit.resize(img, size, variant=v.name, check=True)
+                runs += 1
+        imgs = cupy.asarray(rng.integers(1, 255, (2, 37, 61, 3)), dtype=cupy.uint8)
+        for layout, dtype in (("NCHW", cupy.float32), ("NHWC", cupy.float16)):
+            cudakit.letterbox(imgs, (64, 48), layout=layout, dtype=dtype, variant=v.name, check=True)
+            runs += 1
+        sizes = ((37, 61), (50, 23), (9, 70))
+        images = [cupy.asarray(rng.integers(1, 255, (h, w, 3)), dtype=cupy.uint8) for h, w in sizes]
+        cudakit.letterbox(images, (41, 40), variant=v.name, check=True)
+        runs += 1
+    return runs
+
+
 if __name__ == "__main__":
     if "--drop-in" in sys.argv:  # only the drop-in paths
         cupy.cuda.set_allocator(None)
-        print(f"sanitize: {drop_in_shapes(False)} launches checked")
+        print(f"sanitize: {drop_in_shapes(False) + preprocessing()} launches checked")
         sys.exit(0)
     sys.exit(main(small="--small" in sys.argv))

@@ -43,7 +43,16 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=None, metavar="S", help="the sweep's draw (default: a new one)")
     p.add_argument("--sweep-count", type=int, default=200, metavar="N", help="shapes per op in the sweep (200)")
     p.add_argument("--row-seconds", type=float, metavar="S", help="timed seconds per row (default 0.25, quick 0.06)")
+    p.add_argument("--streams", action="store_true",
+                   help="the stream lesson on its own: cudakit.stream_map over 1 GiB of host chunks with 1 to 4 "
+                        "streams, pinned and pageable, against the ideal overlap timed in the same run "
+                        "(with --json: save)")
+    p.add_argument("--plot-streams", metavar="FILE.png",
+                   help="draw stream_map's timeline, each stream a lane of copies and kernels, for 1 stream and for 3 "
+                        "(needs matplotlib; runs on its own or with --streams)")
     args = p.parse_args(argv)
+    if (args.streams or args.plot_streams) and (args.load or args.sweep or args.readme or args.plot):
+        p.error("--streams and --plot-streams run on their own, not with --load, --sweep, --readme or --plot")
     ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
     bad = [o for o in ops if o not in OPS]
     if bad or not ops:
@@ -102,6 +111,30 @@ def sweep(args, console) -> dict:
     return results
 
 
+def stream_lesson(args, console) -> None:
+    """--streams and --plot-streams: stream_map against the ideal overlap, and its timeline."""
+    from .device import no_gpu_reason
+    from .roofline import pyplot
+
+    if args.plot_streams:
+        pyplot()  # fail before a long run, not after it
+    reason = no_gpu_reason()
+    if reason is not None:
+        option = "--streams" if args.streams else "--plot-streams"
+        raise BenchError(f"bench.py {option} needs a CUDA GPU, and none is usable here ({reason})")
+    from .streams import measure_streams, plot_streams
+
+    if args.streams:
+        results = measure_streams(console, args.quick)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(finite(results), f, indent=1)
+            console.print(f"wrote {args.json}")
+    if args.plot_streams:
+        plot_streams(args.plot_streams, args.quick)
+        console.print(f"wrote {args.plot_streams}")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     from rich.console import Console
@@ -114,6 +147,9 @@ def main(argv=None) -> int:
     if not console.is_terminal:
         console = Console(width=200)  # a log file gets the whole table on one line per row
     try:
+        if args.streams or args.plot_streams:
+            stream_lesson(args, console)
+            return 0
         if args.plot:
             pyplot()  # fail before a long run, not after it
         if args.sweep:

@@ -6,6 +6,7 @@ after it, in the same host state (docs/NOTES.md, "bench/registry.py: the bench r
 from .dot import DotBench
 from .matmul import MatmulBench
 from .matvec import MatvecBench
+from .resize import ResizeBench
 from .transpose import TransposeBench
 
 BENCHES = {b.op: b for b in (
@@ -13,5 +14,6 @@ BENCHES = {b.op: b for b in (
     TransposeBench(),
     MatvecBench(),
     MatmulBench(),
+    ResizeBench(),
 )}
 OPS = tuple(BENCHES)
