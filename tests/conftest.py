@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,3 +89,15 @@ def on_a_side_stream(op, out):
         graph.launch()
     side.synchronize()
     return out
+
+
+ROOT = Path(__file__).resolve().parents[1]
+HIDE_GPU = {"CUDA_VISIBLE_DEVICES": ""}
+
+
+def run_cli(*args, env=None, timeout=120):
+    """python3 *args in the repository root, the source tree first on the path (what a user types)."""
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
+                          timeout=timeout)

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,16 +16,8 @@ from rich.console import Console
 import cudakit
 from cudakit import _check, stream
 from cudakit.bench import streams as lesson
+from conftest import HIDE_GPU, run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
-HIDE_GPU = {"CUDA_VISIBLE_DEVICES": ""}
-
-
-def run_cli(*args, env=None, timeout=120):
-    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def rows_of(shape, dtype=np.float32, pinned=False):
