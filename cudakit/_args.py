@@ -9,6 +9,20 @@ import numpy as np
 from ._device import current_device
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+# The 16-bit floats, by dtype name: float16, and ml_dtypes' bfloat16 (what CuPy 14 takes), recognised by its name so
+# that cudakit never imports ml_dtypes. Summed in float32, their results rounded once to the input's dtype.
+HALVES = ("float16", "bfloat16")
+FLOATS_AND_HALVES = FLOATS + HALVES
+
+
+def dtype_name(dtype) -> str:
+    """The name of a dtype, or the name itself: "bfloat16" needs no ml_dtypes."""
+    return dtype if isinstance(dtype, str) else np.dtype(dtype).name
+
+
+def supported_names(allowed) -> str:
+    """`allowed` (dtypes, or dtype names such as HALVES') as an error message lists it."""
+    return ", ".join(a if isinstance(a, str) else str(np.dtype(a)) for a in allowed)
 
 
 def device_array(op: str, name: str, x, ndim: int | tuple[int, ...] | None = None, *, min_ndim: int = 0):
@@ -27,15 +41,16 @@ def device_array(op: str, name: str, x, ndim: int | tuple[int, ...] | None = Non
 
 
 def common(op: str, arrays: dict, allowed=FLOATS) -> tuple[np.dtype, int]:
-    """(dtype, device id) that every array of `arrays` ({name: array}) shares; the dtype must be in `allowed`."""
+    """(dtype, device id) that every array of `arrays` ({name: array}) shares; the dtype must be in `allowed`
+    (dtypes, or dtype names: FLOATS_AND_HALVES)."""
     values = tuple(arrays.values())
     dtype, device_id = values[0].dtype, values[0].data.device_id
     for a in values:
         if a.dtype != dtype:
             listed = ", ".join(f"{n}: {x.dtype}" for n, x in arrays.items())
             raise TypeError(f"cudakit.{op}: operands must share one dtype, got {listed} (cast explicitly with .astype())")
-    if dtype not in allowed:
-        raise TypeError(f"cudakit.{op}: unsupported dtype {dtype}; supported: {', '.join(str(d) for d in allowed)}")
+    if dtype not in allowed and dtype.name not in allowed:
+        raise TypeError(f"cudakit.{op}: unsupported dtype {dtype}; supported: {supported_names(allowed)}")
     for a in values:
         if a.data.device_id != device_id:
             listed = ", ".join(f"{n} on device {x.data.device_id}" for n, x in arrays.items())
@@ -87,7 +102,27 @@ def contiguous_or_copy(x):
     """x if it is C- or F-contiguous (the kernels read both), else a C-contiguous copy (documented)."""
     if x.flags.c_contiguous or x.flags.f_contiguous:
         return x
+    return c_contiguous(x)
+
+
+def c_contiguous(x):
+    """cupy.ascontiguousarray(x); a 16-bit float array is copied as its raw bits (exact, and free of any question
+    of which dtypes CuPy's copy kernels know)."""
+    if x.itemsize == 2 and x.dtype.name in HALVES and not x.flags.c_contiguous:
+        return cupy.ascontiguousarray(x.view(np.uint16)).view(x.dtype)
     return cupy.ascontiguousarray(x)
+
+
+def fill_zero(out) -> None:
+    """out[...] = 0 for any float dtype (a 16-bit zero is the all-zero bits)."""
+    (out.view(np.uint16) if out.dtype.name in HALVES else out).fill(0)
+
+
+def check_variant(op: str, variant, dtype) -> None:
+    """TypeError, before any launch, when the variant (a Variant row) does not take `dtype`."""
+    if dtype.name not in variant.dtypes:
+        raise TypeError(f"cudakit.{op}: variant {variant.name!r} does not take {dtype.name}; it takes "
+                        f"{', '.join(variant.dtypes)}")
 
 
 _ALREADY_THERE = contextlib.nullcontext()

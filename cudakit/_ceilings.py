@@ -19,9 +19,13 @@ FMA_CHAINS = 8  # independent FMA chains per thread (more than the FMA latency i
 _FMA_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+MMA_CHAINS = 8  # independent accumulator tiles per warp
+
+
 def instantiations() -> tuple[str, ...]:
     return (instantiation("stream_read", READ_UNROLL),) + tuple(
-        instantiation("fma_throughput", t, FMA_CHAINS) for t in _FMA_DTYPES) + ("hold_stream", "launch_floor")
+        instantiation("fma_throughput", t, FMA_CHAINS) for t in _FMA_DTYPES) + tuple(
+        instantiation("mma_throughput", tf32, MMA_CHAINS) for tf32 in (False, True)) + ("hold_stream", "launch_floor")
 
 
 def instantiation_groups():
@@ -53,6 +57,15 @@ def fma_throughput(dtype, iterations: int, sink) -> int:
     args = (dtype.type(0.999), dtype.type(0.001), np.int32(iterations), dtype.type(-1), sink)
     launch(fn, (sink.size // THREADS,), (THREADS,), args)
     return 2 * FMA_CHAINS * int(iterations) * int(sink.size)
+
+
+def mma_throughput(tf32: bool, iterations: int, sink) -> int:
+    """Run mma.sync chains (float16 m16n8k16, or TF32 m16n8k8) on one thread per element of `sink` (a float32
+    array, a multiple of THREADS; sm_80 and later); return the FLOPs."""
+    fn = kernel(FAMILY, instantiation("mma_throughput", bool(tf32), MMA_CHAINS), instantiations())
+    launch(fn, (sink.size // THREADS,), (THREADS,), (np.int32(iterations), np.float32(-1), sink))
+    flops_per_mma = 2 * 16 * 8 * (8 if tf32 else 16)
+    return flops_per_mma * MMA_CHAINS * int(iterations) * (int(sink.size) // 32)
 
 
 def device_copy(dst, src) -> int:

@@ -17,16 +17,67 @@ def enabled(check: bool | None) -> bool:
     return os.environ.get("CUDAKIT_CHECK", "") not in ("", "0")
 
 
+# Unit roundoff u = eps / 2 (round to nearest) of the 16-bit floats, by dtype name (bfloat16 is ml_dtypes'): 11 and 8
+# significant bits. TF32 keeps 11 (a 10-bit mantissa).
+HALF_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+TF32_ROUNDOFF = 2.0 ** -11
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+def _sum_bound(eps: float, k: int) -> float:
+    """The bound for a sum of k products accumulated in a type of machine epsilon `eps`, relative to the sum of
+    their absolute values (rounding errors add like a random walk, so it grows like sqrt(k))."""
+    return 4.0 * eps * math.sqrt(max(int(k), 16))
+
+
 def tolerance(dtype, k: int) -> float:
-    """Bound on ||out - ref|| / ||ref|| for a sum of k products rounded in `dtype` (error grows like sqrt(k))."""
-    return 4.0 * float(np.finfo(dtype).eps) * math.sqrt(max(int(k), 16))
+    """Bound on ||out - ref|| / ||scale|| (scale: the op on |inputs|, see product_error) for a sum of k products.
+
+    float32, float64: accumulated and rounded in `dtype`: 4 eps sqrt(max(k, 16)).
+    float16, bfloat16 (a dtype or its name): the products are exact in float32 (11- or 8-bit significands), summed
+    in float32 (s, with ||s - ref|| <= t ||scale||, t the float32 bound above) and rounded once to the 16-bit type,
+    each element to within u |s_i| (u = eps / 2 of the 16-bit type). As |ref_i| <= scale_i,
+      |out_i - ref_i| <= u |s_i| + |s_i - ref_i| <= u scale_i + (1 + u) |s_i - ref_i|,
+    so ||out - ref|| / ||scale|| <= u + (1 + u) t. (Assumes results in the normal range: a subnormal 16-bit result
+    is rounded to an absolute, not a relative, step.)
+    """
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    u = HALF_ROUNDOFF.get(name)
+    if u is None:
+        return _sum_bound(float(np.finfo(dtype).eps), k)
+    return u + (1.0 + u) * _sum_bound(EPS32, k)
+
+
+def tf32_tolerance(k: int) -> float:
+    """Bound on ||out - ref|| / ||scale|| for a float32 product computed in TF32: each input rounded to 11
+    significant bits (relative error u = 2^-11), products of two such values exact in float32, summed in float32.
+
+    A product a b becomes a b (1 + d1)(1 + d2), |d1|, |d2| <= u: off by at most (2u + u^2) |a b|. Summing these
+    inexact products in float32 adds the float32 bound t of tolerance(float32, k), taken of their absolute values,
+    which are at most (1 + u)^2 |a b|. Element by element, |out_i - ref_i| <= ((2u + u^2) + (1 + u)^2 t) scale_i, so
+    ||out - ref|| / ||scale|| <= 2u + u^2 + (1 + u)^2 t.
+    The inputs must be rounded to nearest (cvt.rna.tf32.f32): float32 bits handed to the tensor cores as they are
+    lose their low 13 bits by truncation, a relative error of up to 2u per input, which this bound does not cover.
+    """
+    u = TF32_ROUNDOFF
+    return 2.0 * u + u * u + (1.0 + u) ** 2 * _sum_bound(EPS32, k)
+
+
+def as_float64(x):
+    """x in float64 (exact for every float dtype): bfloat16 through its bits (the top half of a float32), so the
+    check needs no bfloat16 support from CuPy's casts."""
+    import cupy
+
+    if x.dtype.name == "bfloat16":
+        x = (x.view(cupy.uint16).astype(cupy.uint32) << 16).view(cupy.float32)
+    return x.astype(cupy.float64)
 
 
 def relative_error(out, ref, scale=None) -> float:
     """||out - ref|| / ||scale|| in float64 (scale defaults to ref); NaN anywhere gives NaN, which never passes."""
     import cupy
 
-    diff = float(cupy.linalg.norm((out.astype(cupy.float64) - ref).ravel()))
+    diff = float(cupy.linalg.norm((as_float64(out) - ref).ravel()))
     denom = float(cupy.linalg.norm((ref if scale is None else scale).ravel()))
     if denom == 0.0:
         return diff
@@ -37,13 +88,14 @@ def product_error(out, x, y) -> float:
     """relative_error of out against x @ y, scaled by |x| @ |y| (dot, matvec, matmul), all in float64."""
     import cupy
 
-    x64, y64 = x.astype(cupy.float64), y.astype(cupy.float64)
+    x64, y64 = as_float64(x), as_float64(y)
     return relative_error(out, x64 @ y64, cupy.abs(x64) @ cupy.abs(y64))
 
 
-def verify(op: str, variant: str, out, x, y, dtype, k: int) -> None:
-    """Raise CheckError when out = x @ y (a k-term sum per element) is off the float64 reference."""
+def verify(op: str, variant: str, out, x, y, dtype, k: int, tf32: bool = False) -> None:
+    """Raise CheckError when out = x @ y (a k-term sum per element) is off the float64 reference (by the TF32
+    bound where the products ran in TF32)."""
     err = product_error(out, x, y)
-    tol = tolerance(dtype, k)
+    tol = tf32_tolerance(k) if tf32 else tolerance(dtype, k)
     if not err <= tol:  # NaN fails too
         raise CheckError(f"cudakit.{op} (variant {variant!r}, {np.dtype(dtype)}): relative error {err:.3e} exceeds {tol:.1e}")

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
+import json
 import operator
+import os
 import threading
 from pathlib import Path
 
@@ -44,7 +47,10 @@ def kernel_dir() -> Path:
 
 @functools.lru_cache(maxsize=None)
 def source(family: str) -> str:
-    return (kernel_dir() / f"{family}.cu").read_text()
+    """kernels/<family>.cu, closed by a digest of the shared headers: CuPy keys its disk cache on the source text
+    alone, so a changed header must change the text."""
+    headers = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(kernel_dir().glob("*.cuh")))).hexdigest()
+    return (kernel_dir() / f"{family}.cu").read_text() + f"\n// headers {headers}\n"
 
 
 def options() -> tuple[str, ...]:
@@ -53,13 +59,14 @@ def options() -> tuple[str, ...]:
 
 # ---- template instantiations: the one place their text is spelled (a kernel is looked up by this exact string)
 
-_CTYPES = {np.float32: "float", np.float64: "double"}
+_CTYPES = {"float32": "float", "float64": "double", "float16": "half_t", "bfloat16": "bfloat16_t"}  # half.cuh's
 _UINT_CTYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 
 
 def ctype(dtype) -> str:
-    """The CUDA C type of a float dtype (anything np.dtype takes): float32 -> "float", float64 -> "double"."""
-    return _CTYPES[np.dtype(dtype).type]
+    """The CUDA C type of a float dtype or its name (bfloat16, ml_dtypes' dtype, needs no ml_dtypes by name):
+    float32 -> "float", float16 -> "half_t" (kernels/half.cuh)."""
+    return _CTYPES[dtype if isinstance(dtype, str) else np.dtype(dtype).name]
 
 
 def uint_ctype(itemsize: int) -> str:
@@ -79,7 +86,7 @@ def _template_arg(arg) -> str:
         return cbool(arg)
     if isinstance(arg, (int, np.integer)):
         return str(int(arg))
-    return ctype(arg)  # a NumPy dtype or scalar type
+    return ctype(arg)  # a NumPy dtype or scalar type (a dtype name is a str: give its ctype())
 
 
 @functools.lru_cache(maxsize=None, typed=True)  # launches name their kernel per call: spell each one once
@@ -109,6 +116,62 @@ def kernel(family: str, expression: str, expressions: tuple[str, ...]):
     so one compile serves every variant of that dtype on the current device. Cached: a hot call costs a lookup.
     """
     return _kernel(family, expression, expressions, cupy.cuda.runtime.getDevice())
+
+
+def cache_dir() -> Path:
+    """Where cubins built outside RawModule are kept: $CUDAKIT_CACHE_DIR, else ~/.cache/cudakit."""
+    return Path(os.environ.get("CUDAKIT_CACHE_DIR") or Path.home() / ".cache" / "cudakit")
+
+
+def _build_cubin(family: str, expressions: tuple[str, ...], arch: str) -> tuple[Path, dict]:
+    """kernels/<family>.cu compiled by CuPy's NVRTC for `arch` into a cubin on disk, with its lowered names beside
+    it; built once per source, options, arch and NVRTC version (a new process loads the file)."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    opts = options() + (f"--gpu-architecture={arch}",)
+    key = hashlib.sha256("\0".join((source(family), *opts, str(nvrtc.getVersion()), *expressions)).encode())
+    path = cache_dir() / f"{family}-{arch}-{key.hexdigest()[:32]}.cubin"
+    names = path.with_suffix(".json")
+    if path.is_file() and names.is_file():
+        return path, json.loads(names.read_text())
+    prog = nvrtc.createProgram(source(family), f"{family}.cu", [], [])
+    try:
+        for expr in expressions:
+            nvrtc.addNameExpression(prog, expr)
+        try:
+            nvrtc.compileProgram(prog, list(opts))
+        except nvrtc.NVRTCError as e:
+            raise RuntimeError(f"cudakit: {family}.cu failed to compile for {arch}:\n{nvrtc.getProgramLog(prog)}") from e
+        lowered = {expr: nvrtc.getLoweredName(prog, expr) for expr in expressions}
+        cubin = nvrtc.getCUBIN(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for target, data in ((path, cubin), (names, json.dumps(lowered).encode())):
+        partial = target.with_name(f"{target.name}.{os.getpid()}")  # another process may be writing it too
+        partial.write_bytes(data)
+        partial.replace(target)
+    return path, lowered
+
+
+@functools.lru_cache(maxsize=None)
+def _arch_module(family: str, expressions: tuple[str, ...], arch: str, device_id: int):
+    path, lowered = _build_cubin(family, expressions, arch)
+    with cupy.cuda.Device(device_id):
+        return cupy.RawModule(path=str(path)), lowered
+
+
+@functools.lru_cache(maxsize=None)
+def _arch_kernel(family: str, expression: str, expressions: tuple[str, ...], arch: str, device_id: int):
+    module, lowered = _arch_module(family, expressions, arch, device_id)
+    return module.get_function(lowered[expression])
+
+
+def kernel_for_arch(family: str, expression: str, expressions: tuple[str, ...], arch: str):
+    """kernel() for code that names its own target, such as sm_90a (wgmma, setmaxnreg): CuPy adds the current
+    device's arch to every RawModule compile, and a second one fails, so such a family is compiled here to a
+    cubin cached on disk (cache_dir()) and loaded from it."""
+    return _arch_kernel(family, expression, expressions, arch, cupy.cuda.runtime.getDevice())
 
 
 def compile_offline(family: str, expressions, arch: str, extra_options=()) -> tuple[bool, str, dict]:
@@ -216,9 +279,10 @@ def parameter_value(arg) -> int:
                         f"got {type(arg).__name__}") from None
 
 
-def launch(fn, grid, block, args, shared_mem: int = 0) -> None:
+def launch(fn, grid, block, args, shared_mem: int = 0, cluster=None) -> None:
     """Launch `fn` (from kernel()) on CuPy's current stream through cuLaunchKernel, raising its dynamic
-    shared-memory cap first when `shared_mem` needs it. `args`: CuPy arrays, integers, NumPy floats.
+    shared-memory cap first when `shared_mem` needs it. `args`: CuPy arrays, integers, NumPy floats, and bytes
+    (a structure passed by value, such as a 128-byte tensor map). cluster=(x, y, z): thread-block clusters.
 
     The same launch as RawKernel.__call__ without its per-argument wrapper objects: a small op costs more host
     time than GPU time, and this is most of it.
@@ -226,6 +290,9 @@ def launch(fn, grid, block, args, shared_mem: int = 0) -> None:
     state = _launches.get(fn)
     if state is None or shared_mem > state.shared_cap:
         state = _launch_state(fn, shared_mem)
+    if cluster is not None:
+        _launch_ex(state.function, grid, block, args, shared_mem, cluster)
+        return
     values, addresses, _ = _parameter_block()
     n = len(args)
     try:  # the common cases: integers only (device addresses included), then arrays and integers
@@ -236,6 +303,9 @@ def launch(fn, grid, block, args, shared_mem: int = 0) -> None:
         except (TypeError, ValueError):
             if n > MAX_PARAMETERS:
                 raise ValueError(f"cudakit: a launch takes at most {MAX_PARAMETERS} arguments, got {n}") from None
+            if any(type(a) is bytes for a in args):
+                _launch_ex(state.function, grid, block, args, shared_mem, None)
+                return
             values[:n] = [parameter_value(a) for a in args]
     except ValueError:
         raise ValueError(f"cudakit: a launch takes at most {MAX_PARAMETERS} arguments, got {n}") from None
@@ -243,3 +313,49 @@ def launch(fn, grid, block, args, shared_mem: int = 0) -> None:
     _launch_kernel(state.function, grid[0], grid[1] if g > 1 else 1, grid[2] if g > 2 else 1,
                    block[0], block[1] if b > 1 else 1, block[2] if b > 2 else 1,
                    shared_mem, current_stream().ptr, addresses, 0)
+
+
+class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: an id, then a 64-byte union at offset 8
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
+
+
+CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+BY_VALUE_ALIGNMENT = 64  # a CUtensorMap's alignment, the strictest a by-value parameter here has
+
+
+@functools.lru_cache(maxsize=None)
+def _driver():
+    return ctypes.CDLL("libcuda.so.1")  # loaded already: CuPy runs on it
+
+
+def _launch_ex(function: int, grid, block, args, shared_mem: int, cluster) -> None:
+    """The launch of a kernel taking structures by value (bytes) or running in clusters: each parameter in its
+    own buffer, through cuLaunchKernelEx (cuLaunchKernel where no cluster is asked for)."""
+    keep, addresses = [], (ctypes.c_void_p * len(args))()
+    for i, arg in enumerate(args):
+        if type(arg) is bytes:
+            raw = ctypes.create_string_buffer(len(arg) + BY_VALUE_ALIGNMENT)
+            address = -(-ctypes.addressof(raw) // BY_VALUE_ALIGNMENT) * BY_VALUE_ALIGNMENT
+            ctypes.memmove(address, arg, len(arg))
+        else:
+            raw = ctypes.c_int64(parameter_value(arg))
+            address = ctypes.addressof(raw)
+        keep.append(raw)
+        addresses[i] = address
+    dims = [tuple(d) + (1,) * (3 - len(d)) for d in (grid, block)]
+    stream = current_stream().ptr
+    if cluster is None:
+        _launch_kernel(function, *dims[0], *dims[1], shared_mem, stream, ctypes.addressof(addresses), 0)
+        return
+    attribute = _LaunchAttribute(id=CLUSTER_DIMENSION)
+    attribute.value[:3] = tuple(cluster) + (1,) * (3 - len(cluster))
+    config = _LaunchConfig((ctypes.c_uint * 3)(*dims[0]), (ctypes.c_uint * 3)(*dims[1]), shared_mem, stream,
+                           ctypes.pointer(attribute), 1)
+    result = _driver().cuLaunchKernelEx(ctypes.byref(config), ctypes.c_void_p(function), addresses, None)
+    if result != 0:
+        raise RuntimeError(f"cudakit: cuLaunchKernelEx failed with CUresult {result}")

@@ -20,6 +20,13 @@ class Variant:
     run: Callable = field(repr=False, compare=False)  # family-specific launcher
     seed: bool = False  # a kernel from the seed articles (kept as the lesson, bugs fixed)
     diagnostic: bool = False  # bench-only: its output is not op's result (never reachable through the API)
+    dtypes: tuple = ("float32", "float64")  # the dtype names it takes (float32 on a tensor-core variant: TF32)
+    min_cc: int = 0  # the least compute capability it runs on (major * 10 + minor)
+
+    @property
+    def tensor_core(self) -> bool:
+        """A tensor-core kernel (16-bit inputs, float32 as TF32, no float64): the FP32/FP64 lessons leave it out."""
+        return "float16" in self.dtypes and "float64" not in self.dtypes
 
 
 _TABLE: dict[str, dict[str, Variant]] = {}

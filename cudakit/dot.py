@@ -7,7 +7,7 @@ import cupy
 import numpy as np
 
 from . import _args, _check
-from ._compile import instantiation, kernel, launch
+from ._compile import ctype, instantiation, kernel, launch
 from ._device import current_device, sm_count, workspace
 from ._variants import Variant, lookup, register
 
@@ -15,18 +15,22 @@ FAMILY = "dot"
 SEED_THREADS, SEED_MAX_BLOCKS = 512, 32  # seed 004's threadsPerBlock and its cap on blocks
 FAST_THREADS, FAST_UNROLL = 256, 4
 FAST_BLOCKS_PER_SM = 8  # 2048 resident threads per SM / 256
+ALL_DTYPES = ("float32", "float64") + _args.HALVES  # the fast variant's; 16-bit: float sums, rounded once
 
 
 @functools.lru_cache(maxsize=None)
 def instantiations(dtype) -> tuple[str, ...]:
-    dtype = np.dtype(dtype)
-    return (instantiation("gpu_dot", dtype), instantiation("sum_partials", dtype)) + tuple(
-        instantiation("dot_onepass", dtype, vec, FAST_UNROLL) for vec in (True, False)
+    """Every kernel the variants build for `dtype` (a NumPy dtype or its name), one module: the 16-bit types leave
+    out the seed's."""
+    ct = ctype(dtype)
+    seed = (instantiation("gpu_dot", ct), instantiation("sum_partials", ct))
+    return (seed if _args.dtype_name(dtype) in VARIANTS["gpu_dot"].dtypes else ()) + tuple(
+        instantiation("dot_onepass", ct, vec, FAST_UNROLL) for vec in (True, False)
     )
 
 
 def _kernel(name: str, dtype):
-    return kernel(FAMILY, name, instantiations(np.dtype(dtype)))
+    return kernel(FAMILY, name, instantiations(dtype))
 
 
 def _run_seed(a, b, out):
@@ -54,7 +58,7 @@ def _fast_plan(dtype, n: int, vector: bool, device_id: int):
 def _run_fast(a, b, out):
     a_ptr, b_ptr = a.data.ptr, b.data.ptr
     fn, blocks = _fast_plan(a.dtype, a.size, not (a_ptr % 16 or b_ptr % 16), a.data.device_id)
-    partial, counter = workspace(blocks * a.itemsize, counters=1)
+    partial, counter = workspace(blocks * max(4, a.itemsize), counters=1)  # float partials for 16-bit a
     launch(fn, (blocks,), (FAST_THREADS,), (a_ptr, b_ptr, a.size, partial, counter, out.data.ptr))
 
 
@@ -62,12 +66,14 @@ VARIANTS = register(FAMILY, [
     Variant(FAMILY, "gpu_dot", "shared-memory tree reduction, 32 blocks of 512 threads (seed 004), finished by a second one-block launch",
             _run_seed, seed=True),
     Variant(FAMILY, "fast", "one pass: 16-byte loads, warp shuffles, a full GPU of blocks, the last block finishes the sum",
-            _run_fast),
+            _run_fast, dtypes=ALL_DTYPES),
 ])
 
 
 def dot(a, b, *, out=None, variant: str = "fast", check: bool | None = None):
-    """a . b for 1-D float32/float64 CuPy arrays of equal length, as a 0-d array on the device (like cupy.dot).
+    """a . b for 1-D float32/float64/float16/bfloat16 CuPy arrays of equal length, as a 0-d array of their dtype on
+    the device (like cupy.dot). float16 and bfloat16 (ml_dtypes') are summed in float32 and rounded once; the seed
+    variant takes float32/float64 only (a TypeError for others, before any launch).
 
     Runs on CuPy's current stream with no synchronisation. Non-contiguous inputs are copied first.
     """
@@ -91,7 +97,7 @@ def _plain(a, b, out) -> bool:
     if type(a) is not _ndarray or type(b) is not _ndarray or a.ndim != 1 or b.ndim != 1:
         return False
     dtype, size, item = a.dtype, a.size, a.itemsize
-    if dtype not in _args.FLOATS or b.dtype != dtype or b.size != size or not size:
+    if b.dtype != dtype or b.size != size or not size or (dtype not in _args.FLOATS and dtype.name not in _args.HALVES):
         return False
     if a.strides[0] != item or b.strides[0] != item:
         return False
@@ -111,17 +117,19 @@ def _checked_dot(a, b, out, variant, check):
     b = _args.device_array("dot", "b", b, 1)
     if a.shape != b.shape:
         raise ValueError(f"cudakit.dot: a has shape {a.shape} and b has shape {b.shape}; they must match")
-    dtype, device_id = _args.common("dot", {"a": a, "b": b})
-    run = lookup("dot", variant).run
+    dtype, device_id = _args.common("dot", {"a": a, "b": b}, _args.FLOATS_AND_HALVES)
+    row = lookup("dot", variant)
+    _args.check_variant("dot", row, dtype)
+    run = row.run
     with _args.on_device(device_id):
         out = _args.output("dot", out, (), dtype, device_id, {"a": a, "b": b})
         if a.size == 0:
-            out.fill(0)
+            _args.fill_zero(out)
             return out
         if a.strides[0] != a.itemsize:  # 1-D: contiguous exactly when the stride is one element
-            a = cupy.ascontiguousarray(a)
+            a = _args.c_contiguous(a)
         if b.strides[0] != b.itemsize:
-            b = cupy.ascontiguousarray(b)
+            b = _args.c_contiguous(b)
         run(a, b, out)
         if _check.enabled(check):
             _check.verify("dot", variant, out, a, b, dtype, a.size)
@@ -130,4 +138,4 @@ def _checked_dot(a, b, out, variant, check):
 
 def instantiation_groups():
     """Every module this family builds (one per dtype), for the GPU-less compile check."""
-    return [instantiations(np.float32), instantiations(np.float64)]
+    return [instantiations(name) for name in ALL_DTYPES]

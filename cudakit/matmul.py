@@ -12,8 +12,9 @@ import math
 
 import cupy
 import numpy as np
+from cupy._core import _routines_linalg as _cupy_linalg  # CuPy's compute type: its TF32 switch
 
-from . import _args, _check, _nd, _tune
+from . import _args, _check, _matmul_batch, _nd, _tune
 from ._compile import instantiation, kernel, launch, resident_blocks
 from ._device import sm_count, workspace
 from ._tune import Tile, simt
@@ -50,11 +51,7 @@ def seed_instantiations(dtype) -> tuple[str, ...]:
     return (tuple(instantiation(name, dtype) for name in SEED_KERNELS + ("splitk_sum",))
             + tuple(skinny_expression(dtype, width, rows) for width in SKINNY_WIDTHS for rows in (True, False))
             + (instantiation("matmul_dots", dtype, *DOTS_PART),)
-            + tuple(small_expression(dtype, tile) for tile in SMALL_TILES))
-
-
-def small_expression(dtype, tile: tuple[int, int]) -> str:
-    return instantiation("matmul_batched_small", np.dtype(dtype), *tile, SMALL_BK)
+            + tuple(_matmul_batch.small_expression(dtype, tile) for tile in _matmul_batch.SMALL_TILES))
 
 
 def skinny_expression(dtype, width: int, rows: bool) -> str:
@@ -412,30 +409,83 @@ VARIANTS = register(FAMILY, [
             _fixed(WARP_TILED)),
     Variant(FAMILY, "double_buffered", "+ two shared stages: the next slice's loads fly during the math, one barrier per slice",
             _fixed(DOUBLE_BUFFERED)),
+])
+# The tensor-core steps (their own kernel files and modules) register next, so that fast closes the lesson.
+from . import matmul_tc  # noqa: E402  (wmma, mma_sync)
+from . import _hopper  # noqa: E402,F401  (wgmma, wgmma_fast)
+register(FAMILY, [
     Variant(FAMILY, "fast", "tile and split of k chosen by a time model (the tiles tuned for this GPU among them), no "
             "edge checks in interior tiles' k loop, a stream-K tail instead of a partial last wave, misaligned operands "
             "padded, a thread per line of C for a side of C up to 32 with short k (skinny), blocks "
             "summing runs of a long k for a C of at most 16 x 16 (dots); "
-            "FP64 on the tensor cores (sm_80+)",
-            _run_fast),
+            "FP64 on the tensor cores (sm_80+); float16, bfloat16 and TF32 on the tensor-core kernels",
+            _run_fast, dtypes=("float32", "float64", "float16", "bfloat16")),
 ])
 
 
-def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None):
-    """A @ B for float32/float64 CuPy arrays, as cupy.matmul takes them: (..., m, k) @ (..., k, n) with the batch
-    axes broadcast, a 1-D A promoted to a row and a 1-D B to a column (the added axis left out of the result).
-    The result is C-contiguous.
+HALVES = ("float16", "bfloat16")  # taken by the tensor-core variants (and the fast one), summed in float32
 
-    True FP32 (or FP64) arithmetic, never TF32. C- and F-ordered matrices and transposed views are read in place,
-    batches and broadcast batches too (a broadcast operand is read, never copied); other strides are copied to C
-    order first. Runs on CuPy's current stream with no synchronisation.
+
+def tf32_in_effect(tf32: bool | None, dtype) -> bool:
+    """Whether a float32 product runs in TF32: asked for with tf32=True, or (tf32=None) where cupy.matmul would:
+    CuPy's float32 compute type, which CUPY_TF32=1 sets (read at CuPy's first product) and
+    cupy._core._routines_linalg.set_compute_type changes. tf32=False keeps true FP32 whatever CuPy's setting."""
+    if tf32 is None:
+        return dtype == F32 and _cupy_linalg.get_compute_type(F32) == _cupy_linalg.COMPUTE_TYPE_TF32
+    if tf32 and dtype != F32:
+        raise TypeError(f"cudakit.matmul: tf32=True applies to float32 operands, got {dtype}")
+    return bool(tf32)
+
+
+_compute_capability = functools.lru_cache(maxsize=None)(_tune.compute_capability)
+
+
+def _runner(row: Variant, dtype, tf32: bool, device_id: int):
+    """The 2-D launcher of `row` for this dtype, or a clear error before any launch."""
+    tensor_core = row.tensor_core
+    if dtype.name not in row.dtypes or (tf32 and not tensor_core and row.name != "fast"):
+        takes = ", ".join(row.dtypes) + (" (float32 as TF32)" if tensor_core else "")
+        raise TypeError(f"cudakit.matmul: variant {row.name!r} takes {takes}; got {dtype}"
+                        f"{' with TF32' if tf32 else ''}")
+    if tensor_core and dtype == F32 and not tf32:
+        raise TypeError(f"cudakit.matmul: variant {row.name!r} computes float32 in TF32: pass tf32=True")
+    if not (row.min_cc or tensor_core or tf32 or dtype.name in HALVES):  # FP32/FP64 SIMT: any GPU, no lookups
+        return row.run
+    cc = _compute_capability(device_id)
+    if cc < row.min_cc or ((tf32 or dtype.name == "bfloat16") and cc < 80):
+        need = max(row.min_cc, 80 if tf32 or dtype.name == "bfloat16" else 0)
+        raise ValueError(f"cudakit.matmul: variant {row.name!r} with {dtype}{' (TF32)' if tf32 else ''} needs "
+                         f"compute capability {need // 10}.{need % 10}; this GPU has {cc // 10}.{cc % 10}")
+    if row.name == "fast" and (tf32 or dtype.name in HALVES):
+        return _run_fast_tensor_core
+    return row.run
+
+
+def _run_fast_tensor_core(A, B, out):
+    if A.shape[0] == 1 or B.shape[1] == 1:  # memory-bound: the matvec kernels (true FP32 for TF32 operands)
+        _run_fast(A, B, out)
+        return
+    matmul_tc.run_fast(A, B, out)
+
+
+def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None, tf32: bool | None = None):
+    """A @ B for float32/float64/float16/bfloat16 CuPy arrays, as cupy.matmul takes them: (..., m, k) @ (..., k, n)
+    with the batch axes broadcast, a 1-D A promoted to a row and a 1-D B to a column (the added axis left out of
+    the result). The result is C-contiguous, in the operands' dtype.
+
+    float32 is true FP32 unless TF32 is asked for (tf32=True, or CUPY_TF32=1 as cupy.matmul honours it); float16
+    and bfloat16 (ml_dtypes) run on the tensor cores with float32 sums. C- and F-ordered matrices and transposed
+    views are read in place, batches and broadcast batches too (a broadcast operand is read, never copied); other
+    strides are copied to C order first. Runs on CuPy's current stream with no synchronisation.
     """
     A = _args.device_array("matmul", "A", A)
     B = _args.device_array("matmul", "B", B)
     batch, m, k, n, shape = _nd.matmul_shapes("matmul", A.shape, B.shape)
-    dtype, device_id = _args.common("matmul", {"A": A, "B": B})
-    run = lookup("matmul", variant).run
+    dtype, device_id = _args.common("matmul", {"A": A, "B": B}, allowed=_args.FLOATS + _args.HALVES)
+    tf32 = tf32_in_effect(tf32, dtype)
+    row = lookup("matmul", variant)
     with _args.on_device(device_id):
+        run = _runner(row, dtype, tf32, device_id)
         out = _args.output("matmul", out, shape, dtype, device_id, {"A": A, "B": B})
         if out.size == 0:
             return out
@@ -448,132 +498,14 @@ def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None):
         if math.prod(batch) == 1:  # no batch, or a batch of one product: the 2-D paths
             run(a[(0,) * (a.ndim - 2)], b[(0,) * (b.ndim - 2)], c[(0,) * len(batch)])
         elif variant == "fast":
-            _run_fast_batched(a, b, c, batch)
+            _matmul_batch.run_fast_batched(a, b, c, batch, tensor_core=run is _run_fast_tensor_core)
         else:  # the lessons: one launch per product
             a, b = cupy.broadcast_to(a, batch + (m, k)), cupy.broadcast_to(b, batch + (k, n))
             for idx in np.ndindex(*batch):
                 run(a[idx], b[idx], c[idx])
         if _check.enabled(check):
-            _check.verify("matmul", variant, out, A, B, dtype, k)
+            _check.verify("matmul", variant, out, A, B, dtype, k, tf32=tf32)
     return out
-
-
-def _batch_operand(x, batch: tuple, row_axis: int):
-    """(x broadcast over `batch`, its first matrix), readable by the kernels as a batch: every matrix in one layout
-    the kernels read in place, whole elements between matrices (a broadcast axis: 0); else a C-contiguous copy."""
-    full = x if x.shape[:-2] == batch else cupy.broadcast_to(x, batch + x.shape[-2:])
-    first = full[(0,) * len(batch)]
-    item = x.itemsize
-    if _layout(first, row_axis)[0] is first and all(st >= 0 and st % item == 0 for st in full.strides[:-2]):
-        return full, first
-    full = cupy.ascontiguousarray(full)
-    return full, full[(0,) * len(batch)]
-
-
-_BATCH_LAUNCHES: dict = {}  # a batch read in place: its launches, pointers relative to the operands' first elements
-MAX_BATCH_PLANS = 4096
-
-
-def _run_fast_batched(a, b, c, batch: tuple) -> None:
-    """Every product of the batch on the fast variant's tile, a run of evenly spaced products per launch. A batch
-    read in place repeats its launches for the next operands of the same shapes, strides and alignment."""
-    if b.shape[-1] == 1 and matvec_module.run_batched(a, b[..., 0], c[..., 0], batch):
-        return
-    device_id = c.data.device_id
-    pair = _tune.tiles(device_id, c.dtype)
-    pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
-    key = (batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, pc % 16, c.dtype, pair, device_id)
-    cached = _BATCH_LAUNCHES.get(key)
-    if cached is None:
-        launches, in_place = _batched_launches(a, b, c, batch)
-        if not in_place:  # the operands were copied first: nothing to repeat
-            for args in launches:
-                launch(*args)
-            return
-        if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
-            _BATCH_LAUNCHES.clear()
-        cached = _BATCH_LAUNCHES[key] = [(fn, grid, block, (args[0] - pa, args[1] - pb, args[2] - pc) + args[3:], smem)
-                                         for fn, grid, block, args, smem in launches]
-    for fn, grid, block, (oa, ob, oc, *rest), smem in cached:
-        launch(fn, grid, block, (pa + oa, pb + ob, pc + oc, *rest), smem)
-
-
-SMALL_TILES = ((8, 128), (16, 64), (32, 32), (64, 16), (128, 8), (32, 64), (64, 32))
-SMALL_BK = 16  # as instantiated
-SMALL_THREADS = 256  # as in matmul.cu
-# Batches of products at most SMALL_MAX_K deep, with at most SMALL_MAX_C elements of C and SMALL_MAX_MACS
-# multiply-adds, take the small-product kernel. Its blocks step through k one slice at a time: a longer k or a larger
-# product ran faster on the tiles (docs/NOTES.md, "matmul: the small-product kernel").
-SMALL_MAX_K = 64
-SMALL_MAX_C = 8192
-SMALL_MAX_MACS = 2**17
-SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers in FP64: FP32 only
-
-
-def small_tile(m: int, n: int, k: int, itemsize: int = 4) -> tuple[int, int] | None:
-    """The C tile of the small-product kernel for a batch of m x k x n products, or None where the register tiles
-    serve. The tile with the least padded C wins, each output weighed by its thread's shared-memory reads per
-    multiply-add (a read of B for its OUT outputs besides theirs of A: 1 + 1 / OUT); then the larger tile."""
-    if k > SMALL_MAX_K or m * n > SMALL_MAX_C or m * n * k > SMALL_MAX_MACS:
-        return None
-
-    def cost(tile):
-        out = tile[0] * tile[1] // SMALL_THREADS
-        return -(-m // tile[0]) * tile[0] * -(-n // tile[1]) * tile[1] * (1 + 1 / out), -out
-
-    return min((t for t in SMALL_TILES if itemsize == 4 or t not in SMALL_WIDE), key=cost)
-
-
-def small_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: tuple[int, int, int]) -> list:
-    """The launches of `count` products on the small-product kernel: a0 and b0 the first product's operands,
-    `steps` the elements between consecutive products' A, B and C."""
-    m, k = a0.shape
-    n = b0.shape[1]
-    item = a0.itemsize
-    fn = kernel(FAMILY, small_expression(a0.dtype, tile), seed_instantiations(a0.dtype))
-    tiles_n = -(-n // tile[1])
-    tiles = -(-m // tile[0]) * tiles_n
-    strides = tuple(st // item for st in a0.strides + b0.strides)
-    launches = []
-    for p0 in range(0, count, MAX_GRID_Y):
-        here = min(MAX_GRID_Y, count - p0)
-        launches.append((fn, (tiles, here), (SMALL_THREADS,),
-                         (a0.data.ptr + p0 * steps[0] * item, b0.data.ptr + p0 * steps[1] * item,
-                          c_ptr + p0 * steps[2] * item, m, n, k, *strides, *steps, tiles_n), 0))
-    return launches
-
-
-def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
-    """(the launches of the batch, whether they read a and b in place)."""
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
-    given = a.data.ptr, b.data.ptr
-    (a, a0), (b, b0) = _batch_operand(a, batch, 0), _batch_operand(b, batch, 1)
-    in_place = (a.data.ptr, b.data.ptr) == given  # a copy is a new allocation
-    item = a.itemsize
-    strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
-    outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
-    small = small_tile(m, n, k, item)
-    tile = None if small else plan(c.data.device_id, c.dtype, m, n, k, count * math.prod(s for s, *_ in outer))[0]
-    c0 = c[(0,) * len(batch)]
-    launches = []
-    for idx in np.ndindex(*(size for size, *_ in outer)):
-        off_a = sum(i * st for i, (_, st, _, _) in zip(idx, outer))
-        off_b = sum(i * st for i, (_, _, st, _) in zip(idx, outer))
-        off_c = sum(i * st for i, (_, _, _, st) in zip(idx, outer))
-        a_i, b_i, c_ptr = _shifted(a0, off_a), _shifted(b0, off_b), c0.data.ptr + off_c * item
-        if small:
-            launches += small_launches(small, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
-        else:
-            launches += tile_launches(tile, a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
-    return launches, in_place
-
-
-def _shifted(x, elements: int):
-    """The view x, `elements` elements further on in its allocation."""
-    if not elements:
-        return x
-    return cupy.ndarray(x.shape, x.dtype, x.data + elements * x.itemsize, x.strides)
 
 
 def instantiation_groups():

@@ -9,7 +9,7 @@ import cupy
 import numpy as np
 
 from . import _args, _check, _nd
-from ._compile import instantiation, kernel, launch, resident_blocks
+from ._compile import ctype, instantiation, kernel, launch, resident_blocks
 from ._device import sm_count, workspace
 from ._variants import Variant, lookup, register
 
@@ -37,21 +37,24 @@ BALANCED = True
 MIN_STEPS = 2  # a chunk gives each lane at least this many unrolled steps
 GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row, row-major kernel
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
+ALL_DTYPES = ("float32", "float64") + _args.HALVES  # the non-seed variants'; 16-bit: float sums, rounded once
 
 
 @functools.lru_cache(maxsize=None)
 def instantiations(dtype) -> tuple[str, ...]:
-    dtype = np.dtype(dtype)
-    seeds = ("mat_vec_mul", "mat_vec_mul_tiles", "warp_per_row")
-    names = [instantiation(k, dtype, f) for k in seeds for f in (False, True)]
-    names += [instantiation("matvec_rowmajor", dtype, v, g, ROW_UNROLL) for v in (True, False)
+    """Every kernel the variants build for `dtype` (a NumPy dtype or its name), one module: the 16-bit types leave
+    out the kernels of the variants that do not take them (the seeds)."""
+    name, ct = _args.dtype_name(dtype), ctype(dtype)
+    seeds = [k for k in ("mat_vec_mul", "mat_vec_mul_tiles", "warp_per_row") if name in VARIANTS[k].dtypes]
+    names = [instantiation(k, ct, f) for k in seeds for f in (False, True)]
+    names += [instantiation("matvec_rowmajor", ct, v, g, ROW_UNROLL) for v in (True, False)
               for g in GROUPS + (FAST_THREADS,)]
-    names += [instantiation("matvec_colmajor", dtype, v, r, COL_UNROLL) for v in (True, False) for r in ROW_LANES]
+    names += [instantiation("matvec_colmajor", ct, v, r, COL_UNROLL) for v in (True, False) for r in ROW_LANES]
     return tuple(dict.fromkeys(names))
 
 
 def _kernel(name: str, dtype):
-    names = instantiations(np.dtype(dtype))
+    names = instantiations(dtype)
     # A name outside the standard set (another unroll, tried by tools/matvec_probe.py) gets a module of its own.
     return kernel(FAMILY, name, names if name in names else (name,))
 
@@ -169,8 +172,8 @@ def _run_plan(A, x, out, p: Plan, x_rows: int = 1, x_step: int = 0):
     fn = _kernel(p.kernel, A.dtype)
     out_ptr = out.data.ptr
     dst, count = out_ptr, 0  # launch() takes pointers and integers alike as Python ints: its quickest path
-    if p.chunks > 1:
-        dst, count = workspace(p.chunks * m * A.itemsize, counters=p.tiles)
+    if p.chunks > 1:  # partial sums in the accumulator type (float for the 16-bit types)
+        dst, count = workspace(p.chunks * m * max(4, A.itemsize), counters=p.tiles)
     args = (A.data.ptr, x.data.ptr, m, n, p.chunk, dst, out_ptr, count)
     launch(fn, (p.grid, p.chunks), (FAST_THREADS,), args if _col_major(A) else args + (x_rows, x_step))
 
@@ -187,7 +190,7 @@ def run_batched(A, x, out, batch: tuple) -> bool:
     outer, (_, x_step) = _nd.batch_runs(batch, tuple(st // item for st in x.strides[:-1]))
     width = 16 // item
     if outer or x.strides[-1] != item or any(st % item for st in x.strides) or (n % width == 0 and x_step % width):
-        x, x_step = cupy.ascontiguousarray(x), n  # one step between the vectors, whole 16-byte vectors apart
+        x, x_step = _args.c_contiguous(x), n  # one step between the vectors, whole 16-byte vectors apart
     first = x[(0,) * len(batch)]
     tall = A.reshape(-1, n)
     _run_plan(tall, first, out.reshape(-1), plan(tall, first), m, x_step)
@@ -216,21 +219,23 @@ VARIANTS = register(FAMILY, [
     Variant(FAMILY, "warp_per_row",
             "a warp per row, shuffle reduction: coalesced on a C-order A (56-99x mat_vec_mul at 4096^2), "
             "strided on an F-order one",
-            _run_warp_per_row),
+            _run_warp_per_row, dtypes=ALL_DTYPES),
     Variant(FAMILY, "fast_unsplit",
             "lanes along the contiguous dimension, 16-byte loads, several in flight; but a few-row (C) "
             "or few-column (F) A leaves all but a few blocks idle",
-            _run_unsplit),
+            _run_unsplit, dtypes=ALL_DTYPES),
     Variant(FAMILY, "fast",
             "fast_unsplit, plus the reduced dimension split across blocks when the output alone "
             "cannot fill the GPU, the partial sums added in a fixed order",
-            run_fast),
+            run_fast, dtypes=ALL_DTYPES),
 ])
 
 
 def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
-    """A @ x for float32/float64 CuPy arrays: A (..., m, n) and x (..., n) of one dtype, batch axes broadcast as
-    NumPy does, giving (..., m): the same as cupy.matmul(A, x[..., None])[..., 0].
+    """A @ x for float32/float64/float16/bfloat16 CuPy arrays: A (..., m, n) and x (..., n) of one dtype, batch axes
+    broadcast as NumPy does, giving (..., m): the same as cupy.matmul(A, x[..., None])[..., 0]. float16 and bfloat16
+    (ml_dtypes') are summed in float32 and rounded once to the input dtype, as cupy.matmul does; the seed variants
+    take float32/float64 only (a TypeError for others, before any launch).
 
     C- and F-contiguous matrices (so also A.T of either) are read in place; any other strides, and a
     non-contiguous x, are first copied with cupy.ascontiguousarray. Runs on CuPy's current stream with no
@@ -241,8 +246,11 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
     if A.shape[-1] != x.shape[-1]:
         raise ValueError(f"cudakit.matvec: A has shape {A.shape} and x has shape {x.shape}; "
                          f"A.shape[-1] must equal x.shape[-1]")
-    dtype, device_id = _args.common("matvec", {"A": A, "x": x})
-    run = lookup("matvec", variant).run
+    dtype, device_id = _args.common("matvec", {"A": A, "x": x}, _args.FLOATS_AND_HALVES)
+    row = lookup("matvec", variant)
+    if dtype not in _args.FLOATS:
+        _args.check_variant("matvec", row, dtype)
+    run = row.run
     if A.ndim == 2 and x.ndim == 1:  # the common case, without the batch axes' broadcasting
         batch, (m, n), shape = (), A.shape, A.shape[:1]
     else:
@@ -254,16 +262,16 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
         if out.size == 0:
             return out
         if n == 0:
-            out.fill(0)
+            _args.fill_zero(out)
             return out
         if x.ndim == 1 and A.flags.c_contiguous:  # one x for every matrix: one tall matrix-vector product
             A = A.reshape(-1, n)
         if A.ndim == 2 and x.ndim == 1:
             A = _args.contiguous_or_copy(A)
-            run(A, x if x.flags.c_contiguous else cupy.ascontiguousarray(x), out if out.ndim == 1 else out.reshape(-1))
+            run(A, x if x.flags.c_contiguous else _args.c_contiguous(x), out if out.ndim == 1 else out.reshape(-1))
         elif variant == "fast" and run_batched(A, x, out, batch):
             pass
-        elif variant == "fast" and A.ndim == 2:  # one matrix, many vectors: X @ A.T, a matrix product
+        elif variant == "fast" and A.ndim == 2 and dtype in _args.FLOATS:  # one matrix, many vectors: X @ A.T
             xs = cupy.broadcast_to(x, batch + (n,)).reshape(-1, n)
             importlib.import_module(__package__ + ".matmul")._run_fast(xs, A.T, out.reshape(-1, m))
         else:
@@ -271,7 +279,7 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
             c = out.reshape(batch + (m,))
             for idx in np.ndindex(*batch):
                 a_i, x_i = _args.contiguous_or_copy(A[idx]), x[idx]
-                run(a_i, x_i if x_i.flags.c_contiguous else cupy.ascontiguousarray(x_i), c[idx])
+                run(a_i, x_i if x_i.flags.c_contiguous else _args.c_contiguous(x_i), c[idx])
         if _check.enabled(check):
             _check.verify("matvec", variant, out[..., None], A_in, x_in[..., None], dtype, n)
     return out
@@ -279,4 +287,4 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
 
 def instantiation_groups():
     """Every module this family builds (one per dtype), for the GPU-less compile check."""
-    return [instantiations(np.float32), instantiations(np.float64)]
+    return [instantiations(name) for name in ALL_DTYPES]

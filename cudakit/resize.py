@@ -331,7 +331,9 @@ def letterbox(imgs, size=(640, 640), *, pad=114, bgr_to_rgb=True, scale=1 / 255,
     padding puts the extra pixel at the bottom or right.
 
     Returns (batch, boxes_map): a BoxesMap of per-image scale, (top, left) offset and original size, written by
-    the same launch (nothing is copied to or from the host), which unletterbox_boxes() takes.
+    the same launch (nothing is copied to or from the host), which unletterbox_boxes() takes. Repeated calls on
+    batches of one shape with the same settings return one shared BoxesMap, whose values follow from the shapes
+    alone (kept on the device since the first such call): read it, don't write into it.
     """
     try:  # the usual call (a batch, the fast variant, a plan made by an earlier call): a few cheap tests
         key = (imgs.shape, imgs.dtype, size, pad, bgr_to_rgb, scale, mean, std, dtype, layout, variant, check)
@@ -339,7 +341,7 @@ def letterbox(imgs, size=(640, 640), *, pad=114, bgr_to_rgb=True, scale=1 / 255,
     except (AttributeError, TypeError):  # a list, an unhashable argument
         plan = None
     if plan is not None and type(imgs) is _ndarray and not _check.enabled(check):
-        (fn, grid, tail, shape, out_dtype, device_id), src = plan, imgs.data
+        (fn, grid, tail, shape, out_dtype, device_id, boxes_map), src = plan, imgs.data
         if src.device_id == device_id == current_device() and imgs.flags.c_contiguous:
             if out is None:
                 out = cupy.empty(shape, out_dtype)
@@ -352,14 +354,13 @@ def letterbox(imgs, size=(640, 640), *, pad=114, bgr_to_rgb=True, scale=1 / 255,
             else:
                 dst = None
             if dst is not None:
-                boxes_map = cupy.empty((shape[0], 3, 2), np.float64)
-                launch(fn, grid, (FAST_X, FAST_Y), (dst.ptr, src.ptr, boxes_map.data.ptr) + tail)
-                return out, BoxesMap(boxes_map)
+                launch(fn, grid, (FAST_X, FAST_Y), (dst.ptr, src.ptr, 0) + tail)
+                return out, boxes_map
     return _letterbox(imgs, size, pad, bgr_to_rgb, scale, mean, std, dtype, layout, out, variant, check)
 
 
 _plans: dict = {}  # letterbox's usual calls: key -> (kernel, grid, arguments after the pointers, out shape, dtype,
-#                    device)
+#                    device, the BoxesMap every such call returns: its values follow from the shapes alone)
 
 
 def _letterbox(imgs, size, pad, bgr_to_rgb, scale, mean, std, dtype, layout, out, variant, check):
@@ -404,9 +405,12 @@ def _letterbox(imgs, size, pad, bgr_to_rgb, scale, mean, std, dtype, layout, out
             elif uniform and variant == "fast" and n <= MAX_GRID_YZ and -(-oh // TILE_H) <= MAX_GRID_YZ \
                     and ow % RUN == 0 and len(_plans) < 4096:  # the next such call takes the short cut
                 fn, grid, tail = _fast_plan(s, job.geometry, True, device_id)
+                g = job.geometry
+                shared = np.array([[g.nh / g.h, g.nw / g.w], [g.top, g.left], [g.h, g.w]], np.float64)
+                shared = BoxesMap(cupy.asarray(np.broadcast_to(shared, (n, 3, 2))))  # the kernel's values
                 try:
                     _plans[(imgs.shape, imgs.dtype, size, pad, bgr_to_rgb, scale, mean, std, dtype, layout, variant,
-                            check)] = (fn, grid + (n,), tail, shape, s.dtype, device_id)
+                            check)] = (fn, grid + (n,), tail, shape, s.dtype, device_id, shared)
                 except TypeError:  # an unhashable argument (a list of means, say): no short cut
                     pass
     return out, BoxesMap(boxes_map)

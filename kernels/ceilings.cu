@@ -53,6 +53,39 @@ __global__ void __launch_bounds__(256) fma_throughput(T mul, T add, int iteratio
     if (total == never) out[(index_t)blockIdx.x * blockDim.x + threadIdx.x] = total;
 }
 
+// Tensor-core throughput of the warp-wide mma.sync (sm_80 and later): CHAINS independent accumulator tiles per warp
+// over register operands (m16n8k16 float16 or m16n8k8 TF32 products, float32 sums), stored only when their total
+// equals a value it never reaches. The Ampere path's roof; Hopper's wgmma goes past it.
+template <bool TF32, int CHAINS>
+__global__ void __launch_bounds__(256) mma_throughput(int iterations, float never, float* __restrict__ out) {
+    float acc[CHAINS][4];
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+#if __CUDA_ARCH__ >= 800
+    const unsigned a0 = 0x3c003c00u ^ threadIdx.x, a1 = a0 ^ 1u, a2 = a0 ^ 2u, a3 = a0 ^ 3u, b0 = a0 ^ 4u, b1 = a0 ^ 5u;
+    for (int it = 0; it < iterations; ++it) {
+#pragma unroll
+        for (int c = 0; c < CHAINS; ++c) {
+            if (TF32)
+                asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                             "{%8, %9}, {%0, %1, %2, %3};"
+                             : "+f"(acc[c][0]), "+f"(acc[c][1]), "+f"(acc[c][2]), "+f"(acc[c][3])
+                             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+            else
+                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                             "{%8, %9}, {%0, %1, %2, %3};"
+                             : "+f"(acc[c][0]), "+f"(acc[c][1]), "+f"(acc[c][2]), "+f"(acc[c][3])
+                             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        }
+    }
+#endif
+    float total = 0.0f;
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c) total += acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3];
+    if (total == never) out[(index_t)blockIdx.x * blockDim.x + threadIdx.x] = total;
+    (void)iterations;
+}
+
 // Holds the stream for `cycles` SM clock cycles so the timed launches queued behind it run back to back:
 // the bench's GPU times then leave out the host's launch overhead.
 __global__ void hold_stream(long long cycles) {

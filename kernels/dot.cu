@@ -1,5 +1,7 @@
 // Dot product: a shared-memory tree reduction (seed 004), then a one-pass reduction that finishes on the device.
-#include "common.cuh"
+// float16 and bfloat16 (the one-pass kernel): products summed in float (Accum<T>), the per-block partial sums kept in
+// float, and the total rounded to T once.
+#include "half.cuh"
 
 // Seed kernel. Fixes: n, the block size and the block count are parameters instead of #defines; the shared
 // array is dynamic (blockDim.x elements, a power of two); the index is 64-bit.
@@ -35,19 +37,37 @@ __global__ void sum_partials(const T* partial, int count, T* out) {
     if (threadIdx.x == 0) *out = v;
 }
 
+// The Vec16<T>::n elements of a 16-byte vector as accumulator values: float and double as they are, 16-bit values
+// converted two per 32-bit word.
+template <typename T, typename V> struct Unpack {
+    static __device__ __forceinline__ void to(const V& v, typename Accum<T>::type* f) {
+        const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+        for (int w = 0; w < Vec16<T>::n; ++w) f[w] = e[w];
+    }
+};
+template <typename T> struct Unpack<T, uint4> {  // eight 16-bit values
+    static __device__ __forceinline__ void to(const uint4& v, float* f) {
+        const float2 p0 = pair_to_float2<T>(v.x), p1 = pair_to_float2<T>(v.y);
+        const float2 p2 = pair_to_float2<T>(v.z), p3 = pair_to_float2<T>(v.w);
+        f[0] = p0.x; f[1] = p0.y; f[2] = p1.x; f[3] = p1.y; f[4] = p2.x; f[5] = p2.y; f[6] = p3.x; f[7] = p3.y;
+    }
+};
+
 // Fast: 16-byte loads with UNROLL independent accumulators per thread, warp shuffles instead of a shared-memory
 // tree, enough blocks to fill the GPU, and the last block to finish adds the per-block sums in a fixed order
 // (deterministic), so a single launch leaves the result on the device.
 template <typename T, bool VECTOR, int UNROLL>
 __global__ void __launch_bounds__(256) dot_onepass(const T* __restrict__ a, const T* __restrict__ b, index_t n,
-                                                   T* __restrict__ partial, unsigned int* __restrict__ blocks_done,
-                                                   T* __restrict__ out) {
-    __shared__ T scratch[32];
+                                                   typename Accum<T>::type* __restrict__ partial,
+                                                   unsigned int* __restrict__ blocks_done, T* __restrict__ out) {
+    typedef typename Accum<T>::type S;
+    __shared__ S scratch[32];
     typedef typename Vec16<T>::type V;
     const int W = VECTOR ? Vec16<T>::n : 1;
     const index_t stride = (index_t)gridDim.x * blockDim.x;
     const index_t nvec = n / W;
-    T acc[UNROLL];
+    S acc[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) acc[u] = 0;
 
@@ -61,38 +81,40 @@ __global__ void __launch_bounds__(256) dot_onepass(const T* __restrict__ a, cons
             for (int u = 0; u < UNROLL; ++u) { x[u] = va[i + u * stride]; y[u] = vb[i + u * stride]; }
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
-                const T* xs = reinterpret_cast<const T*>(&x[u]);
-                const T* ys = reinterpret_cast<const T*>(&y[u]);
+                S xs[W], ys[W];
+                Unpack<T, V>::to(x[u], xs);
+                Unpack<T, V>::to(y[u], ys);
 #pragma unroll
                 for (int w = 0; w < W; ++w) acc[u] += xs[w] * ys[w];
             }
         }
         for (; i < nvec; i += stride) {
             V x = va[i], y = vb[i];
-            const T* xs = reinterpret_cast<const T*>(&x);
-            const T* ys = reinterpret_cast<const T*>(&y);
+            S xs[W], ys[W];
+            Unpack<T, V>::to(x, xs);
+            Unpack<T, V>::to(y, ys);
 #pragma unroll
             for (int w = 0; w < W; ++w) acc[0] += xs[w] * ys[w];
         }
         // the n % W tail elements
         i = nvec * W + (index_t)blockIdx.x * blockDim.x + threadIdx.x;
-        for (; i < n; i += stride) acc[0] += a[i] * b[i];
+        for (; i < n; i += stride) acc[0] += to_float(a[i]) * to_float(b[i]);
     } else {
         for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {
 #pragma unroll
-            for (int u = 0; u < UNROLL; ++u) acc[u] += a[i + u * stride] * b[i + u * stride];
+            for (int u = 0; u < UNROLL; ++u) acc[u] += to_float(a[i + u * stride]) * to_float(b[i + u * stride]);
         }
-        for (; i < n; i += stride) acc[0] += a[i] * b[i];
+        for (; i < n; i += stride) acc[0] += to_float(a[i]) * to_float(b[i]);
     }
-    T v = 0;
+    S v = 0;
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) v += acc[u];
     v = block_sum(v, scratch);
 
     if (threadIdx.x == 0) partial[blockIdx.x] = v;
     if (!last_to_arrive(blocks_done, gridDim.x)) return;
-    T total = 0;
+    S total = 0;
     for (int j = threadIdx.x; j < (int)gridDim.x; j += blockDim.x) total += __ldcg(partial + j);
     total = block_sum(total, scratch);
-    if (threadIdx.x == 0) *out = total;
+    if (threadIdx.x == 0) *out = from_float<T>(total);
 }

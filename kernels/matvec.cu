@@ -1,6 +1,8 @@
 // Matrix-vector product out = A @ x for a row-major (C-order) or column-major (F-order) A, read in place.
 // Row-major: element (i, k) at A[i * n + k]; column-major: at A[i + k * m].
-#include "common.cuh"
+// float16 and bfloat16 (the non-seed kernels): 16-bit loads, products summed in float (Accum<T>), every partial sum
+// kept in float, and the result rounded to T once, when it is stored.
+#include "half.cuh"
 
 template <bool COL_MAJOR>
 __device__ __forceinline__ index_t element(index_t i, index_t k, index_t m, index_t n) {
@@ -55,10 +57,10 @@ __global__ void warp_per_row(T* __restrict__ out, const T* __restrict__ A, const
     const int lane = threadIdx.x & 31;
     const index_t row = ((index_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (row >= m) return;  // whole warps leave together, so the shuffles below see all 32 lanes
-    T acc = 0;
-    for (index_t k = lane; k < n; k += 32) acc += A[element<COL_MAJOR>(row, k, m, n)] * x[k];
+    typename Accum<T>::type acc = 0;
+    for (index_t k = lane; k < n; k += 32) acc += to_float(A[element<COL_MAJOR>(row, k, m, n)]) * to_float(x[k]);
     acc = warp_sum(acc);
-    if (lane == 0) out[row] = acc;
+    if (lane == 0) out[row] = from_float<T>(acc);
 }
 
 // ---- The fast kernels: 16-byte loads (when rows/columns are 16-byte aligned), several in flight per thread, A
@@ -69,29 +71,77 @@ __global__ void warp_per_row(T* __restrict__ out, const T* __restrict__ A, const
 template <typename T, bool VECTOR> struct Chunk { typedef T type; static const int n = 1; };
 template <typename T> struct Chunk<T, true> { typedef typename Vec16<T>::type type; static const int n = Vec16<T>::n; };
 
+// The streaming and read-only loads of one 16-bit value: the builtins take unsigned short, not half.cuh's structs.
+template <typename H> __device__ __forceinline__ H from_bits(unsigned short bits) { H h; h.bits = bits; return h; }
+__device__ __forceinline__ half_t __ldcs(const half_t* p) {
+    return from_bits<half_t>(__ldcs(reinterpret_cast<const unsigned short*>(p)));
+}
+__device__ __forceinline__ bfloat16_t __ldcs(const bfloat16_t* p) {
+    return from_bits<bfloat16_t>(__ldcs(reinterpret_cast<const unsigned short*>(p)));
+}
+__device__ __forceinline__ half_t __ldg(const half_t* p) {
+    return from_bits<half_t>(__ldg(reinterpret_cast<const unsigned short*>(p)));
+}
+__device__ __forceinline__ bfloat16_t __ldg(const bfloat16_t* p) {
+    return from_bits<bfloat16_t>(__ldg(reinterpret_cast<const unsigned short*>(p)));
+}
+
+// The eight 16-bit values of a 16-byte vector as floats, converted two per 32-bit word (float and double chunks are
+// read in place).
+template <typename T, typename V> struct Unpack;
+template <typename T> struct Unpack<T, uint4> {  // eight 16-bit values
+    static __device__ __forceinline__ void to(const uint4& v, float* f) {
+        const float2 p0 = pair_to_float2<T>(v.x), p1 = pair_to_float2<T>(v.y);
+        const float2 p2 = pair_to_float2<T>(v.z), p3 = pair_to_float2<T>(v.w);
+        f[0] = p0.x; f[1] = p0.y; f[2] = p1.x; f[3] = p1.y; f[4] = p2.x; f[5] = p2.y; f[6] = p3.x; f[7] = p3.y;
+    }
+};
+
 template <typename T, typename V>
-__device__ __forceinline__ T dot_chunk(const V& a, const V& b, T acc) {
-    const T* as = reinterpret_cast<const T*>(&a);
-    const T* bs = reinterpret_cast<const T*>(&b);
+__device__ __forceinline__ typename Accum<T>::type dot_chunk(const V& a, const V& b, typename Accum<T>::type acc) {
+    const int N = (int)(sizeof(V) / sizeof(T));
+    if constexpr (N == Vec16<T>::n && sizeof(T) == 2) {  // a 16-bit vector: unpacked by words
+        float as[N], bs[N];
+        Unpack<T, V>::to(a, as);
+        Unpack<T, V>::to(b, bs);
 #pragma unroll
-    for (int w = 0; w < (int)(sizeof(V) / sizeof(T)); ++w) acc += as[w] * bs[w];
+        for (int w = 0; w < N; ++w) acc += as[w] * bs[w];
+    } else {
+        const T* as = reinterpret_cast<const T*>(&a);
+        const T* bs = reinterpret_cast<const T*>(&b);
+#pragma unroll
+        for (int w = 0; w < N; ++w) acc += to_float(as[w]) * to_float(bs[w]);
+    }
     return acc;
 }
 
 const int FAST_THREADS = 256;
 
+// A row's sum over this block's chunk of the reduced dimension, at dst[chunk * m + row]. float and double: dst is out
+// itself when there is one chunk. The 16-bit types keep partial sums in float (never rounded to 16 bits), in dst, for
+// finish_tile; the only chunk is rounded to T straight into out.
+template <typename T, typename S>
+__device__ __forceinline__ void store_sum(S s, S* dst_row /* dst + chunk * m + row */, T* out_row) {
+    if constexpr (sizeof(S) == sizeof(T)) {  // S is T
+        *dst_row = s;
+    } else {
+        if (gridDim.y == 1) *out_row = from_float<T>(s);
+        else *dst_row = s;
+    }
+}
+
 // Called by every thread of a block once its chunk's partial sums of rows [row0, row0 + nrows) are stored at
 // partial[chunk * m + row]: the block that completes the tile (the last of the gridDim.y chunks to arrive) adds the
-// chunks in order (deterministic) into out and resets the tile's counter for the next launch on this stream. One
-// launch in all, where a separate summing kernel would add a launch and a pass over the partials.
-template <typename T>
-__device__ __forceinline__ void finish_tile(const T* partial, index_t m, index_t row0, int nrows,
+// chunks in order (deterministic) into out, rounding once, and resets the tile's counter for the next launch on
+// this stream. One launch in all, where a separate summing kernel would add a launch and a pass over the partials.
+template <typename T, typename S>
+__device__ __forceinline__ void finish_tile(const S* partial, index_t m, index_t row0, int nrows,
                                             unsigned int* counter, T* __restrict__ out) {
     if (!last_to_arrive(counter, gridDim.y)) return;
     for (int r = threadIdx.x; r < nrows; r += blockDim.x) {
-        T s = 0;
+        S s = 0;
         for (unsigned int c = 0; c < gridDim.y; ++c) s += __ldcg(partial + (index_t)c * m + row0 + r);
-        out[row0 + r] = s;
+        out[row0 + r] = from_float<T>(s);
     }
 }
 
@@ -100,14 +150,16 @@ __device__ __forceinline__ void finish_tile(const T* partial, index_t m, index_t
 // group. A block takes FAST_THREADS / TPR rows at a time and strides over such tiles (tiles = ceil(m / rows per
 // tile); a grid smaller than that saves block launches when each tile is short work). blockIdx.y splits the rows
 // into chunks of `chunk` vectors so that few, long rows still fill the GPU; each chunk writes its partial sums to
-// dst[blockIdx.y * m + row] and finish_tile adds them into out (dst is out itself when there is one chunk). VECTOR
-// needs n % Vec16<T>::n == 0 and 16-byte aligned A and x. A batch of matrices stacked into one tall A takes a vector
-// per matrix: row r reads the x that starts (r / x_rows) * x_step elements on (x_step 0: one x for every row).
+// dst[blockIdx.y * m + row] and finish_tile adds them into out (see store_sum for one chunk). VECTOR needs
+// n % Vec16<T>::n == 0 and 16-byte aligned A and x. A batch of matrices stacked into one tall A takes a vector per
+// matrix: row r reads the x that starts (r / x_rows) * x_step elements on (x_step 0: one x for every row).
 template <typename T, bool VECTOR, int TPR, int UNROLL>
 __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restrict__ A, const T* __restrict__ x,
-                                                                index_t m, index_t n, index_t chunk, T* dst, T* out,
+                                                                index_t m, index_t n, index_t chunk,
+                                                                typename Accum<T>::type* dst, T* out,
                                                                 unsigned int* counters, index_t x_rows,
                                                                 index_t x_step) {
+    typedef typename Accum<T>::type S;
     typedef typename Chunk<T, VECTOR>::type V;
     const int W = Chunk<T, VECTOR>::n;
     const int ROWS = FAST_THREADS / TPR;
@@ -118,7 +170,7 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
 
     for (index_t tile = blockIdx.x; tile * ROWS < m; tile += gridDim.x) {
         const index_t row = tile * ROWS + threadIdx.x / TPR;
-        T acc[UNROLL];
+        S acc[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) acc[u] = 0;
         if (row < m) {
@@ -132,15 +184,15 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
 #pragma unroll
                 for (int u = 0; u < UNROLL; ++u) xs[u] = __ldg(xv + v + u * TPR);
 #pragma unroll
-                for (int u = 0; u < UNROLL; ++u) acc[u] = dot_chunk(av[u], xs[u], acc[u]);
+                for (int u = 0; u < UNROLL; ++u) acc[u] = dot_chunk<T>(av[u], xs[u], acc[u]);
             }
-            for (; v < end; v += TPR) acc[0] = dot_chunk(__ldcs(a + v), __ldg(xv + v), acc[0]);
+            for (; v < end; v += TPR) acc[0] = dot_chunk<T>(__ldcs(a + v), __ldg(xv + v), acc[0]);
         }
-        T s = acc[0];
+        S s = acc[0];
 #pragma unroll
         for (int u = 1; u < UNROLL; ++u) s += acc[u];
         if constexpr (TPR == FAST_THREADS) {  // a block per row: row < m is the same in every thread
-            __shared__ T warp_sums[32];
+            __shared__ S warp_sums[32];
             s = block_sum(s, warp_sums);
         } else {
             // Every lane of the warp takes part (rows past m hold 0), so the full mask is valid; the xor offsets
@@ -148,7 +200,7 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
 #pragma unroll
             for (int offset = TPR / 2; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
         }
-        if (row < m && lane == 0) dst[(index_t)blockIdx.y * m + row] = s;
+        if (row < m && lane == 0) store_sum(s, dst + (index_t)blockIdx.y * m + row, out + row);
         if (gridDim.y > 1) {
             const index_t row0 = tile * ROWS;
             finish_tile(dst, m, row0, (int)(m - row0 < ROWS ? m - row0 : ROWS), counters + tile, out);
@@ -163,8 +215,10 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
 // chunks of `chunk`, written and added as there. VECTOR needs m % Vec16<T>::n == 0 and a 16-byte aligned A.
 template <typename T, bool VECTOR, int RL, int UNROLL>
 __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restrict__ A, const T* __restrict__ x,
-                                                                index_t m, index_t n, index_t chunk, T* dst, T* out,
+                                                                index_t m, index_t n, index_t chunk,
+                                                                typename Accum<T>::type* dst, T* out,
                                                                 unsigned int* counters) {
+    typedef typename Accum<T>::type S;
     typedef typename Chunk<T, VECTOR>::type V;
     const int W = Chunk<T, VECTOR>::n;
     const int CL = FAST_THREADS / RL;  // column lanes
@@ -172,11 +226,11 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
     const index_t mv = m / W;
     const index_t begin = (index_t)blockIdx.y * chunk;
     const index_t end = begin + chunk < n ? begin + chunk : n;
-    __shared__ T lanes[CL > 1 ? FAST_THREADS * W : 1];  // [column lane][row within the tile]
+    __shared__ S lanes[CL > 1 ? FAST_THREADS * W : 1];  // [column lane][row within the tile]
 
     for (index_t tile = blockIdx.x; tile * RL < mv; tile += gridDim.x) {
         const index_t rv = tile * RL + r;
-        T acc[UNROLL][W];
+        S acc[UNROLL][W];
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u)
 #pragma unroll
@@ -186,38 +240,53 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
             index_t j = begin + c;
             for (; j + (UNROLL - 1) * CL < end; j += UNROLL * CL) {
                 V av[UNROLL];
-                T xs[UNROLL];
+                S xs[UNROLL];
 #pragma unroll
                 for (int u = 0; u < UNROLL; ++u) av[u] = __ldcs(a + (j + u * CL) * mv);
 #pragma unroll
-                for (int u = 0; u < UNROLL; ++u) xs[u] = __ldg(x + j + u * CL);
+                for (int u = 0; u < UNROLL; ++u) xs[u] = to_float(__ldg(x + j + u * CL));
 #pragma unroll
                 for (int u = 0; u < UNROLL; ++u) {
-                    const T* as = reinterpret_cast<const T*>(&av[u]);
+                    if constexpr (W == Vec16<T>::n && sizeof(T) == 2) {  // a 16-bit vector, unpacked by words
+                        float as[W];
+                        Unpack<T, V>::to(av[u], as);
 #pragma unroll
-                    for (int w = 0; w < W; ++w) acc[u][w] += as[w] * xs[u];
+                        for (int w = 0; w < W; ++w) acc[u][w] += as[w] * xs[u];
+                    } else {
+                        const T* as = reinterpret_cast<const T*>(&av[u]);
+#pragma unroll
+                        for (int w = 0; w < W; ++w) acc[u][w] += to_float(as[w]) * xs[u];
+                    }
                 }
             }
             for (; j < end; j += CL) {
                 V av = __ldcs(a + j * mv);
-                T xj = __ldg(x + j);
-                const T* as = reinterpret_cast<const T*>(&av);
+                S xj = to_float(__ldg(x + j));
+                if constexpr (W == Vec16<T>::n && sizeof(T) == 2) {
+                    float as[W];
+                    Unpack<T, V>::to(av, as);
 #pragma unroll
-                for (int w = 0; w < W; ++w) acc[0][w] += as[w] * xj;
+                    for (int w = 0; w < W; ++w) acc[0][w] += as[w] * xj;
+                } else {
+                    const T* as = reinterpret_cast<const T*>(&av);
+#pragma unroll
+                    for (int w = 0; w < W; ++w) acc[0][w] += to_float(as[w]) * xj;
+                }
             }
         }
-        T s[W];
+        S s[W];
 #pragma unroll
         for (int w = 0; w < W; ++w) {
             s[w] = acc[0][w];
 #pragma unroll
             for (int u = 1; u < UNROLL; ++u) s[w] += acc[u][w];
         }
-        T* rows = dst + (index_t)blockIdx.y * m + tile * RL * W;  // this tile's rows in dst
+        S* rows = dst + (index_t)blockIdx.y * m + tile * RL * W;  // this tile's rows in dst, and in out
+        T* out_rows = out + tile * RL * W;
         if (CL == 1) {
             if (rv < mv)
 #pragma unroll
-                for (int w = 0; w < W; ++w) rows[r * W + w] = s[w];
+                for (int w = 0; w < W; ++w) store_sum(s[w], &rows[r * W + w], &out_rows[r * W + w]);
         } else {
             const index_t rows_left = m - tile * RL * W;
             __syncthreads();  // the previous tile's readers of `lanes` are done
@@ -225,9 +294,9 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
             for (int w = 0; w < W; ++w) lanes[c * RL * W + r * W + w] = s[w];
             __syncthreads();
             for (int e = threadIdx.x; e < RL * W && e < rows_left; e += FAST_THREADS) {
-                T t = 0;
+                S t = 0;
                 for (int l = 0; l < CL; ++l) t += lanes[l * RL * W + e];
-                rows[e] = t;
+                store_sum(t, rows + e, out_rows + e);
             }
         }
         if (gridDim.y > 1) {

@@ -355,7 +355,8 @@ letterbox_fast(TO* __restrict__ out, const void* __restrict__ src, double* __res
     const int x0 = blockIdx.x * TILE_W, y0 = blockIdx.y * TILE_H, t = threadIdx.y * FAST_X + threadIdx.x;
     if (t < TILE_W) xtap[t] = letterbox_tap(x0 + t - g.left, g.nw, g.inv_x, g.w);
     else if (t < TILE_W + TILE_H) ytap[t - TILE_W] = letterbox_tap(y0 + t - TILE_W - g.top, g.nh, g.inv_y, g.h);
-    else if (t == TILE_W + TILE_H && (blockIdx.x | blockIdx.y) == 0) write_boxes_map(boxes_map + n * 6, g);
+    else if (t == TILE_W + TILE_H && (blockIdx.x | blockIdx.y) == 0 && boxes_map != nullptr)  // null: kept by the host
+        write_boxes_map(boxes_map + n * 6, g);
     __syncthreads();  // the tables are read by every thread
     const int xl = threadIdx.x * RUN, x = x0 + xl;
     if (x >= ow) return;

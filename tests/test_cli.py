@@ -108,7 +108,8 @@ def test_case_flops_and_bytes():
 def test_every_op_has_cases_and_one_headline(quick):
     for op in OPS:
         cases = BENCHES[op].cases(quick)
-        assert cases and sum(c.headline for c in cases) == 1
+        headlines = [c.dtype for c in cases if c.headline]  # the roofline plots one case per dtype at most
+        assert cases and headlines and len(set(headlines)) == len(headlines)
         assert len({c.label for c in cases}) == len(cases)
 
 

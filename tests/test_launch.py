@@ -88,3 +88,53 @@ def test_too_many_arguments_are_refused(captured):
     with pytest.raises(ValueError, match="at most"):
         _compile.launch(FakeKernel(4), (1,), (32,), (0,) * (_compile.MAX_PARAMETERS + 1))
     assert captured == []
+
+
+def test_a_structure_by_value_gets_its_own_aligned_buffer(captured):
+    """A bytes argument (a 128-byte tensor map) is handed over by address, 64-byte aligned, beside 8-byte slots."""
+    blob = bytes(range(128))
+    _compile.launch(FakeKernel(0xF00D), (3,), (128,), (7, blob, 9))
+    (call,) = captured
+    assert call["f"] == 0xF00D and call["grid"] == (3, 1, 1) and call["block"] == (128, 1, 1)
+    first, second, third = call["slots"][:3]
+    assert second % _compile.BY_VALUE_ALIGNMENT == 0
+    assert slot_bytes(second, 128) == blob
+    assert struct.unpack("<q", slot_bytes(first, 8))[0] == 7 and struct.unpack("<q", slot_bytes(third, 8))[0] == 9
+
+
+def test_a_cluster_launch_goes_through_cuLaunchKernelEx(captured, monkeypatch):
+    """cluster=(x, y, z) fills CUlaunchConfig and one cluster-dimension attribute as cuda.h lays them out."""
+    seen = {}
+
+    class FakeDriver:
+        @staticmethod
+        def cuLaunchKernelEx(config, f, params, extra):
+            cfg = ctypes.cast(config, ctypes.POINTER(_compile._LaunchConfig)).contents
+            attr = cfg.attrs.contents
+            seen.update(grid=tuple(cfg.grid), block=tuple(cfg.block), smem=cfg.shared_mem, stream=cfg.stream,
+                        n=cfg.num_attrs, id=attr.id, dims=tuple(attr.value[:3]), f=f.value,
+                        first=struct.unpack("<q", ctypes.string_at(ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))[0], 8))[0])
+            return 0
+
+    monkeypatch.setattr(_compile, "_driver", lambda: FakeDriver)
+    _compile.launch(FakeKernel(0xBEEF), (4, 2), (384,), (11,), shared_mem=1024, cluster=(2,))
+    assert not captured  # not the plain cuLaunchKernel
+    assert seen == dict(grid=(4, 2, 1), block=(384, 1, 1), smem=1024, stream=0x5150, n=1,
+                        id=_compile.CLUSTER_DIMENSION, dims=(2, 1, 1), f=0xBEEF, first=11)
+    assert ctypes.sizeof(_compile._LaunchAttribute) == 72 and _compile._LaunchAttribute.value.offset == 8
+    assert (_compile._LaunchConfig.stream.offset, _compile._LaunchConfig.attrs.offset,
+            ctypes.sizeof(_compile._LaunchConfig)) == (32, 40, 56)
+
+
+def test_a_cubin_for_a_named_arch_is_built_once_and_kept_on_disk(tmp_path, monkeypatch):
+    """kernel_for_arch's build (CuPy's NVRTC, no GPU needed): the cubin and its lowered names land in the cache
+    directory, and a second build (a new process, say) reads them instead of compiling."""
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    monkeypatch.setenv("CUDAKIT_CACHE_DIR", str(tmp_path))
+    expressions = ("gpu_dot<float>",)
+    path, lowered = _compile._build_cubin("dot", expressions, "sm_90a")
+    assert path.parent == tmp_path and path.stat().st_size > 0 and set(lowered) == set(expressions)
+    from cupy_backends.cuda.libs import nvrtc
+
+    monkeypatch.setattr(nvrtc, "createProgram", lambda *a: pytest.fail("compiled again"))
+    assert _compile._build_cubin("dot", expressions, "sm_90a") == (path, lowered)

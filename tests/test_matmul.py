@@ -11,7 +11,7 @@ from conftest import assert_close, on_a_side_stream, poisoned, random_array
 
 mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
 
-VARIANTS = [v.name for v in cudakit.variants("matmul")]
+VARIANTS = [v.name for v in cudakit.variants("matmul") if not v.tensor_core]  # (those: test_matmul_tc.py)
 DTYPES = [np.float32, np.float64]
 # (m, k, n): ones, primes, 4097, tall and wide, long and short inner dimensions
 SHAPES = [(1, 1, 1), (1, 4097, 1), (7, 13, 5), (31, 33, 35), (64, 64, 64), (97, 101, 103), (128, 1, 128),

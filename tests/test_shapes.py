@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cudakit
-from cudakit import _tune
+from cudakit import _matmul_batch, _tune
 from conftest import assert_close, poisoned, random_array
 
 mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
@@ -338,10 +338,10 @@ def test_batches_of_small_products_take_the_small_kernel(dtype, bmkn, monkeypatc
     import cupy
 
     count, m, k, n = bmkn
-    tile = mm.small_tile(m, n, k, np.dtype(dtype).itemsize)
+    tile = _matmul_batch.small_tile(m, n, k, np.dtype(dtype).itemsize)
     assert tile is not None, bmkn
     taken = []
-    monkeypatch.setattr(mm, "small_launches", lambda *args, run=mm.small_launches: taken.append(args[0]) or run(*args))
+    monkeypatch.setattr(_matmul_batch, "small_launches", lambda *args, run=_matmul_batch.small_launches: taken.append(args[0]) or run(*args))
     operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype)),
                 (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, n, k), dtype).transpose(0, 2, 1)),
                 (random_array((m, k), dtype), random_array((count, k, n), dtype)),
@@ -354,13 +354,13 @@ def test_batches_of_small_products_take_the_small_kernel(dtype, bmkn, monkeypatc
 
 
 def test_the_small_kernel_takes_short_k_and_small_c_and_pads_c_least():
-    assert mm.small_tile(32, 32, 32) == (32, 32)
-    assert mm.small_tile(1, 149, 3) == (8, 128)
-    assert mm.small_tile(300, 1, 17) == (128, 8)
-    assert mm.small_tile(64, 32, 24) == (64, 32)
-    assert mm.small_tile(1, 149, 3, 8) == (16, 64)  # FP64 takes no 8 x 128 tile
-    assert mm.small_tile(64, 64, 33) is None  # more multiply-adds than SMALL_MAX_MACS
-    assert mm.small_tile(17, 200, 33) == (8, 128)  # (16, 64) pads less, but reads shared memory more an FMA
-    assert mm.small_tile(64, 64, 65) is None
-    assert mm.small_tile(64, 129, 8) is None
-    assert mm.small_tile(512, 512, 512) is None
+    assert _matmul_batch.small_tile(32, 32, 32) == (32, 32)
+    assert _matmul_batch.small_tile(1, 149, 3) == (8, 128)
+    assert _matmul_batch.small_tile(300, 1, 17) == (128, 8)
+    assert _matmul_batch.small_tile(64, 32, 24) == (64, 32)
+    assert _matmul_batch.small_tile(1, 149, 3, 8) == (16, 64)  # FP64 takes no 8 x 128 tile
+    assert _matmul_batch.small_tile(64, 64, 33) is None  # more multiply-adds than SMALL_MAX_MACS
+    assert _matmul_batch.small_tile(17, 200, 33) == (8, 128)  # (16, 64) pads less, but reads shared memory more an FMA
+    assert _matmul_batch.small_tile(64, 64, 65) is None
+    assert _matmul_batch.small_tile(64, 129, 8) is None
+    assert _matmul_batch.small_tile(512, 512, 512) is None

@@ -8,6 +8,8 @@
 #                                      then the tests past 2^31 elements (marked large) one at a time
 #   bash tools/gpu_check.sh large      only those
 #   bash tools/gpu_check.sh check      the side-by-side run without the bench (the suite in shards, compute-sanitizer)
+#   bash tools/gpu_check.sh probe      the tensor-core probes (correctness, then TFLOP/s against cuBLAS) and the
+#                                      cold start of a new process, twice (compile, then the disk caches)
 # The side-by-side run shards the suite, a process per test file and per architecture of the compile check (the
 # time is mostly NVRTC on the host, not the GPU); every shard's summary line is in pytest.log, with a total at the end.
 set -u
@@ -61,7 +63,14 @@ print("all shards:", ", ".join(f"{n} {w}" for w, n in sorted(total.items())))
 EOF
 }
 
+probe() {
+  for run in 1 2; do python3 tools/cold_start.py float16 2>&1 | tail -2 | tee -a $OUT/probe.log; done
+  timeout 200 python3 tools/tc_probe.py > $OUT/tc_probe.log 2>&1; echo "tc_probe: exit $?" | tee -a $OUT/probe.log
+  timeout 250 python3 tools/wgmma_probe.py > $OUT/wgmma_probe.log 2>&1; echo "wgmma_probe: exit $?" | tee -a $OUT/probe.log
+}
+
 case $part in
+  probe) probe ;;
   pytest) python3 -m pytest -q -p no:cacheprovider 2>&1 | tee $OUT/pytest.log | tail -25 ;;
   sanitize) sanitize ;;
   bench) bench ;;

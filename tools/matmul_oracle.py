@@ -18,7 +18,7 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _tune
+from cudakit import _matmul_batch, _tune
 from cudakit.bench import timing
 from cudakit.bench.registry import BENCHES
 from cudakit.bench.sweep import draw_cases
@@ -62,11 +62,11 @@ def entries(case, s, fast_only=False):
                 saved = _tune.choose
                 _tune.choose = lambda *a, **kw: t
                 try:
-                    mm._BATCH_LAUNCHES.clear()
+                    _matmul_batch._BATCH_LAUNCHES.clear()
                     cudakit.matmul(x["A"], x["B"], out=x["out"], check=False)
                 finally:
                     _tune.choose = saved
-                    mm._BATCH_LAUNCHES.clear()
+                    _matmul_batch._BATCH_LAUNCHES.clear()
             out.append((t.name, run))
         return out
     m, k, n = case.dims

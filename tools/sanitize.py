@@ -10,7 +10,8 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _check, _tune
+import cudakit.testing
+from cudakit import _check, _matmul_batch, _tune
 from cudakit._compile import launch
 
 matmul = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
@@ -34,6 +35,8 @@ def main(small: bool) -> int:
     runs = 0
     for dtype in (np.float32, np.float64):
         for v in cudakit.variants("matmul"):
+            if v.tensor_core:  # (below)
+                continue
             for m, k, n in mm:
                 for order in ("C", "F"):
                     cudakit.matmul(rand((m, k), dtype, order), rand((k, n), dtype, order), variant=v.name, check=True)
@@ -74,7 +77,7 @@ def main(small: bool) -> int:
                 else:
                     cudakit.transpose(a, out=out, variant=v.name, check=True)
                 runs += 1
-    runs += drop_in_shapes(small) + preprocessing()
+    runs += drop_in_shapes(small) + preprocessing() + tensor_cores(small)
     cupy.cuda.Device().synchronize()
     print(f"sanitize: {runs} launches checked")
     return 0
@@ -109,13 +112,13 @@ def drop_in_shapes(small: bool) -> int:
         cudakit.matvec(rand((3, 40, 33), dtype), rand(33, dtype), check=True)
         cudakit.matvec(rand((3, 40, 4096), dtype), rand((3, 4096), dtype)[:, ::-1], check=True)  # split, strided x
         runs += 3
-        for tile in matmul.SMALL_TILES:  # every small-product tile, with partial tiles and a partial slice
+        for tile in _matmul_batch.SMALL_TILES:  # every small-product tile, with partial tiles and a partial slice
             for oa, ob in (("C", "C"), ("F", "F")):
                 a = rand((3, tile[0] + 3, 21), dtype) if oa == "C" else rand((3, 21, tile[0] + 3), dtype).transpose(0, 2, 1)
                 b = rand((3, 21, tile[1] + 5), dtype) if ob == "C" else rand((3, tile[1] + 5, 21), dtype).transpose(0, 2, 1)
                 out = cupy.full((3, a.shape[1], b.shape[2]), cupy.nan, dtype)
                 steps = (a.strides[0] // a.itemsize, b.strides[0] // b.itemsize, out.strides[0] // out.itemsize)
-                for args in matmul.small_launches(tile, a[0], b[0], out.data.ptr, 3, steps):
+                for args in _matmul_batch.small_launches(tile, a[0], b[0], out.data.ptr, 3, steps):
                     launch(*args)
                 want = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
                 assert _check.relative_error(out, want) <= _check.tolerance(np.dtype(dtype), 21), (tile, oa, ob)
@@ -141,6 +144,42 @@ def preprocessing() -> int:
         images = [cupy.asarray(rng.integers(1, 255, (h, w, 3)), dtype=cupy.uint8) for h, w in sizes]
         cudakit.letterbox(images, (41, 40), variant=v.name, check=True)
         runs += 1
+    resize = importlib.import_module("cudakit.resize")
+    for call in range(2):  # unchecked calls of one batch shape: the second takes the short cut (boxes map kept)
+        imgs = cupy.asarray(rng.integers(1, 255, (2, 37, 64, 3)), dtype=cupy.uint8)
+        out, boxes = cudakit.letterbox(imgs, (64, 48))
+        ref, ref_map = resize.reference_letterbox(imgs, resize.settings((64, 48), 114, True, 1 / 255, None, None,
+                                                                         np.dtype(np.float32), "NCHW"))
+        assert _check.relative_error(out, ref) <= _check.tolerance(np.float32, 4), call
+        assert bool(cupy.array_equal(boxes.array, ref_map)), call
+        runs += 1
+    return runs
+
+
+def tensor_cores(small: bool) -> int:
+    """Every tensor-core variant this GPU runs, float16, bfloat16 and TF32, on odd shapes in the four layouts,
+    offset (misaligned) views and a batch with a broadcast operand."""
+    import ml_dtypes
+
+    cc = int(cupy.cuda.Device().compute_capability)
+    shapes = [(1, 1, 1), (17, 33, 65), (70, 9, 131), (129, 200, 67)] if small else [(257, 263, 1031), (300, 64, 520)]
+    runs = 0
+    for v in cudakit.variants("matmul"):
+        if "float16" not in v.dtypes or v.min_cc > cc:  # the tensor-core variants and fast
+            continue
+        for dtype, tf32 in ((np.float16, None), (ml_dtypes.bfloat16, None), (np.float32, True)):
+            if (tf32 or dtype is ml_dtypes.bfloat16) and cc < 80:
+                continue
+            for m, k, n in shapes:
+                for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
+                    a = cudakit.testing.random_array((m, k), dtype, oa)
+                    b = cudakit.testing.random_array((k, n), dtype, ob)
+                    cudakit.matmul(a, b, variant=v.name, tf32=tf32, check=True)
+                    runs += 1
+            a = cudakit.testing.random_array((3, 40, 77), dtype)[:, 1:, 1:]  # rows start off 16 bytes
+            b = cudakit.testing.random_array((77, 45), dtype)[1:, :]  # one B for the whole batch
+            cudakit.matmul(a, b, variant=v.name, tf32=tf32, check=True)
+            runs += 1
     return runs
 
 

@@ -18,6 +18,7 @@ class Case:
     headline: bool = False  # the case the roofline plots
     fast_only: bool = False  # time only the fast variant (and the CuPy reference): a layout row
     per_call: bool = False  # time back-to-back calls, host overhead included (what a Python loop of calls sees)
+    tf32: bool = False  # float32 products on the tensor cores in TF32 (ours and the reference's)
 
     def __post_init__(self):
         self.dims = tuple(int(d) for d in self.dims)
@@ -30,11 +31,11 @@ class Case:
 
     @property
     def itemsize(self) -> int:
-        return np.dtype(self.dtype).itemsize
+        return 2 if self.dtype == "bfloat16" else np.dtype(self.dtype).itemsize  # (bfloat16: ml_dtypes' dtype)
 
     @property
     def label(self) -> str:
-        text = f"{self.dtype} {self.bench.shape_label(self)}"
+        text = f"{'TF32' if self.tf32 else self.dtype} {self.bench.shape_label(self)}"
         return text + ", per call" if self.per_call and self.op != "dot" else text
 
     @property
@@ -105,6 +106,15 @@ class OpBench:
 
     def reference(self, s):
         raise NotImplementedError
+
+    def reference_for(self, case: Case) -> tuple:
+        """(name, fn(s)) of the call case's × column reads against: reference_name and reference(), unless an
+        op names another library for some cases."""
+        return self.reference_name, self.reference
+
+    def takes(self, case: Case, variant) -> bool:
+        """Whether `variant` runs this case (its dtypes)."""
+        return case.dtype in variant.dtypes
 
     def check_context(self, case: Case, s0: dict):
         """What error() needs beyond the output (a float64 reference, say), computed once per case."""

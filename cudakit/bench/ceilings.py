@@ -40,6 +40,13 @@ def measure_ceilings(budget, device_id: int, step=lambda text: None) -> dict:
         flops = 2 * _ceilings.FMA_CHAINS * iters * sink.size
         record(key, f"{np.dtype(dtype).name} FMA chains ({_ceilings.FMA_CHAINS} per thread)", "TFLOP/s",
                measure(lambda k: _ceilings.fma_throughput(dtype, iters, sink), budget), flops)
+    if int(cupy.cuda.Device(device_id).compute_capability) >= 80:
+        sink = cupy.empty(_ceilings.blocks(device_id) * _ceilings.THREADS, cupy.float32)
+        for key, tf32, iters in (("mma16", False, 1 << 12), ("mma_tf32", True, 1 << 12)):
+            flops = 2 * 16 * 8 * (8 if tf32 else 16) * _ceilings.MMA_CHAINS * iters * (sink.size // 32)
+            record(key, f"mma.sync {'TF32 m16n8k8' if tf32 else 'float16 m16n8k16'} chains, float32 sums "
+                   f"({_ceilings.MMA_CHAINS} per warp; wgmma goes past it on Hopper)", "TFLOP/s",
+                   measure(lambda k: _ceilings.mma_throughput(tf32, iters, sink), budget), flops)
     record("launch", "an empty kernel per call, back to back (host-bound: the floor of a per-call time)", "µs",
            measure(lambda k: _ceilings.empty_launch(), budget, per_call=True), None)
     return out

@@ -13,7 +13,8 @@ class PlotError(Exception):
     """A one-sentence reason the plot cannot be drawn."""
 
 
-def _headline_rows(results: dict, op: str) -> list[dict]:
+def _headline_cases(results: dict, op: str) -> list[list[dict]]:
+    """The rows of each of op's headline cases (those marked, else the one with most rows)."""
     rows = [r for r in results["rows"] if r["op"] == op and "median_s" in r and r["kind"] != "ceiling"]
     if not rows:
         return []
@@ -21,8 +22,28 @@ def _headline_rows(results: dict, op: str) -> list[dict]:
     for r in rows:
         cases.setdefault(r["case"], []).append(r)
     marked = [c for c, rs in cases.items() if rs[0].get("headline")]
-    pick = marked[0] if marked else max(cases, key=lambda c: (len(cases[c]), cases[c][0]["bytes"]))
-    return cases[pick]
+    picks = marked or [max(cases, key=lambda c: (len(cases[c]), cases[c][0]["bytes"]))]
+    return [cases[c] for c in picks]
+
+
+def _headline_rows(results: dict, op: str) -> list[dict]:
+    cases = _headline_cases(results, op)
+    return cases[0] if cases else []
+
+
+def _plot_case(ax, op: str, marker: str, rows: list[dict]) -> None:
+    rows = sorted(rows, key=lambda r: r["median_s"], reverse=True)  # slowest first
+    label_at = -math.inf
+    for r in rows:
+        x, y = r["flops"] / r["bytes"], r["flops"] / r["median_s"] / 1e12
+        color = "tab:gray" if r["kind"] == "reference" else "tab:red" if r["kind"] == "seed" else \
+            "tab:green" if r["kind"] == "fast" else "tab:blue"
+        ax.scatter([x], [y], marker=marker, color=color, s=40, zorder=3)
+        label_at = max(math.log10(y), label_at + 0.07)  # labels of close points are pushed apart upwards
+        ax.annotate(f"{op}: {r['name']}", (x, y), xytext=(x * 1.6, 10**label_at), fontsize=7, va="center",
+                    arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5})
+    if rows:
+        ax.scatter([], [], marker=marker, color="k", label=f"{op}: {rows[0]['case']}")
 
 
 def plot_roofline(results: dict, path: str) -> None:
@@ -38,19 +59,15 @@ def plot_roofline(results: dict, path: str) -> None:
     if "fp64" in ce:
         peak64 = ce["fp64"]["value"] * 1e12
         ax.loglog(ai, np.minimum(bw * ai, peak64) / 1e12, "k--", lw=1, label=f"FP64 FMA {peak64 / 1e12:.1f} TFLOP/s")
+    for key, style, what in (("mma16", "k-.", "float16 tensor cores, mma.sync"), ("mma_tf32", "k:", "TF32, mma.sync")):
+        if key in ce:
+            peak = ce[key]["value"] * 1e12
+            ax.loglog(ai, np.minimum(bw * ai, peak) / 1e12, style, lw=1,
+                      label=f"{what} {peak / 1e12:.0f} TFLOP/s (wgmma passes it on Hopper)")
+    markers = ("s", "D", "v")  # an op's further headline cases
     for op, marker in ((op, b.roofline_marker) for op, b in BENCHES.items() if b.roofline_marker):
-        rows = sorted(_headline_rows(results, op), key=lambda r: r["median_s"], reverse=True)  # slowest first
-        label_at = -math.inf
-        for r in rows:
-            x, y = r["flops"] / r["bytes"], r["flops"] / r["median_s"] / 1e12
-            color = "tab:gray" if r["kind"] == "reference" else "tab:red" if r["kind"] == "seed" else \
-                "tab:green" if r["kind"] == "fast" else "tab:blue"
-            ax.scatter([x], [y], marker=marker, color=color, s=40, zorder=3)
-            label_at = max(math.log10(y), label_at + 0.07)  # labels of close points are pushed apart upwards
-            ax.annotate(f"{op}: {r['name']}", (x, y), xytext=(x * 1.6, 10**label_at), fontsize=7, va="center",
-                        arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5})
-        if rows:
-            ax.scatter([], [], marker=marker, color="k", label=f"{op}: {rows[0]['case']}")
+        for i, rows in enumerate(_headline_cases(results, op)):
+            _plot_case(ax, op, marker if i == 0 else markers[(i - 1) % len(markers)], rows)
     ax.set_xlabel("arithmetic intensity (FLOP / byte, fewest bytes the op must move)")
     ax.set_ylabel("achieved TFLOP/s")
     ax.set_title(f"roofline, {results.get('device', {}).get('name', 'GPU')}  (red: seed, blue: step, green: fast, "

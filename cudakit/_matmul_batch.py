@@ -1,0 +1,152 @@
+"""Batches of matrix products for cudakit.matmul's fast variant: operands read in place as evenly spaced runs,
+one launch per run (its launches cached per shapes and strides), and the small-product kernel for batches of
+short-k products."""
+from __future__ import annotations
+
+import math
+
+import cupy
+import numpy as np
+
+from . import _nd, matmul as mm
+from ._compile import instantiation, kernel, launch
+
+def _batch_operand(x, batch: tuple, row_axis: int):
+    """(x broadcast over `batch`, its first matrix), readable by the kernels as a batch: every matrix in one layout
+    the kernels read in place, whole elements between matrices (a broadcast axis: 0); else a C-contiguous copy."""
+    full = x if x.shape[:-2] == batch else cupy.broadcast_to(x, batch + x.shape[-2:])
+    first = full[(0,) * len(batch)]
+    item = x.itemsize
+    if mm._layout(first, row_axis)[0] is first and all(st >= 0 and st % item == 0 for st in full.strides[:-2]):
+        return full, first
+    full = cupy.ascontiguousarray(full)
+    return full, full[(0,) * len(batch)]
+
+
+_BATCH_LAUNCHES: dict = {}  # a batch read in place: its launches, pointers relative to the operands' first elements
+MAX_BATCH_PLANS = 4096
+
+
+def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
+    """Every product of the batch on the fast variant's tile, a run of evenly spaced products per launch. A batch
+    read in place repeats its launches for the next operands of the same shapes, strides and alignment.
+    tensor_core: float16, bfloat16 or TF32 operands, on the tensor-core kernels."""
+    if b.shape[-1] == 1 and mm.matvec_module.run_batched(a, b[..., 0], c[..., 0], batch):
+        return
+    if tensor_core:
+        _run_tensor_core_batched(a, b, c, batch)
+        return
+    device_id = c.data.device_id
+    pair = mm._tune.tiles(device_id, c.dtype)
+    pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
+    key = (batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, pc % 16, c.dtype, pair, device_id)
+    cached = _BATCH_LAUNCHES.get(key)
+    if cached is None:
+        launches, in_place = _batched_launches(a, b, c, batch)
+        if not in_place:  # the operands were copied first: nothing to repeat
+            for args in launches:
+                launch(*args)
+            return
+        if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
+            _BATCH_LAUNCHES.clear()
+        cached = _BATCH_LAUNCHES[key] = [(fn, grid, block, (args[0] - pa, args[1] - pb, args[2] - pc) + args[3:], smem)
+                                         for fn, grid, block, args, smem in launches]
+    for fn, grid, block, (oa, ob, oc, *rest), smem in cached:
+        launch(fn, grid, block, (pa + oa, pb + ob, pc + oc, *rest), smem)
+
+
+SMALL_TILES = ((8, 128), (16, 64), (32, 32), (64, 16), (128, 8), (32, 64), (64, 32))
+SMALL_BK = 16  # as instantiated
+SMALL_THREADS = 256  # as in matmul.cu
+# Batches of products at most SMALL_MAX_K deep, with at most SMALL_MAX_C elements of C and SMALL_MAX_MACS
+# multiply-adds, take the small-product kernel. Its blocks step through k one slice at a time: a longer k or a larger
+# product ran faster on the tiles (docs/NOTES.md, "matmul: the small-product kernel").
+SMALL_MAX_K = 64
+SMALL_MAX_C = 8192
+SMALL_MAX_MACS = 2**17
+SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers in FP64: FP32 only
+
+
+def small_expression(dtype, tile: tuple[int, int]) -> str:
+    return instantiation("matmul_batched_small", np.dtype(dtype), *tile, SMALL_BK)
+
+
+def small_tile(m: int, n: int, k: int, itemsize: int = 4) -> tuple[int, int] | None:
+    """The C tile of the small-product kernel for a batch of m x k x n products, or None where the register tiles
+    serve. The tile with the least padded C wins, each output weighed by its thread's shared-memory reads per
+    multiply-add (a read of B for its OUT outputs besides theirs of A: 1 + 1 / OUT); then the larger tile."""
+    if k > SMALL_MAX_K or m * n > SMALL_MAX_C or m * n * k > SMALL_MAX_MACS:
+        return None
+
+    def cost(tile):
+        out = tile[0] * tile[1] // SMALL_THREADS
+        return -(-m // tile[0]) * tile[0] * -(-n // tile[1]) * tile[1] * (1 + 1 / out), -out
+
+    return min((t for t in SMALL_TILES if itemsize == 4 or t not in SMALL_WIDE), key=cost)
+
+
+def small_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: tuple[int, int, int]) -> list:
+    """The launches of `count` products on the small-product kernel: a0 and b0 the first product's operands,
+    `steps` the elements between consecutive products' A, B and C."""
+    m, k = a0.shape
+    n = b0.shape[1]
+    item = a0.itemsize
+    fn = kernel(mm.FAMILY, small_expression(a0.dtype, tile), mm.seed_instantiations(a0.dtype))
+    tiles_n = -(-n // tile[1])
+    tiles = -(-m // tile[0]) * tiles_n
+    strides = tuple(st // item for st in a0.strides + b0.strides)
+    launches = []
+    for p0 in range(0, count, mm.MAX_GRID_Y):
+        here = min(mm.MAX_GRID_Y, count - p0)
+        launches.append((fn, (tiles, here), (SMALL_THREADS,),
+                         (a0.data.ptr + p0 * steps[0] * item, b0.data.ptr + p0 * steps[1] * item,
+                          c_ptr + p0 * steps[2] * item, m, n, k, *strides, *steps, tiles_n), 0))
+    return launches
+
+
+def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
+    """(the launches of the batch, whether they read a and b in place)."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    given = a.data.ptr, b.data.ptr
+    (a, a0), (b, b0) = _batch_operand(a, batch, 0), _batch_operand(b, batch, 1)
+    in_place = (a.data.ptr, b.data.ptr) == given  # a copy is a new allocation
+    item = a.itemsize
+    strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
+    outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
+    small = small_tile(m, n, k, item)
+    tile = None if small else mm.plan(c.data.device_id, c.dtype, m, n, k, count * math.prod(s for s, *_ in outer))[0]
+    c0 = c[(0,) * len(batch)]
+    launches = []
+    for idx in np.ndindex(*(size for size, *_ in outer)):
+        off_a = sum(i * st for i, (_, st, _, _) in zip(idx, outer))
+        off_b = sum(i * st for i, (_, _, st, _) in zip(idx, outer))
+        off_c = sum(i * st for i, (_, _, _, st) in zip(idx, outer))
+        a_i, b_i, c_ptr = _shifted(a0, off_a), _shifted(b0, off_b), c0.data.ptr + off_c * item
+        if small:
+            launches += small_launches(small, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
+        else:
+            launches += mm.tile_launches(tile, a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
+    return launches, in_place
+
+
+def _shifted(x, elements: int):
+    """The view x, `elements` elements further on in its allocation."""
+    if not elements:
+        return x
+    return cupy.ndarray(x.shape, x.dtype, x.data + elements * x.itemsize, x.strides)
+
+
+def _run_tensor_core_batched(a, b, c, batch: tuple) -> None:
+    """The batch on the tensor-core kernels: one call per evenly spaced run of products."""
+    tc = mm.matmul_tc
+    (a, a0), (b, b0) = _batch_operand(a, batch, 0), _batch_operand(b, batch, 1)
+    item = a.itemsize
+    strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
+    outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
+    c0 = c[(0,) * len(batch)]
+    assert step_c == c0.size or count == 1, "the output is C-contiguous: its products lie one after the other"
+    for idx in np.ndindex(*(size for size, *_ in outer)):
+        offsets = [sum(i * steps[j] for i, (_, *steps) in zip(idx, outer)) for j in range(3)]
+        tc.run_fast(_shifted(a0, offsets[0]), _shifted(b0, offsets[1]), _shifted(c0, offsets[2]),
+                    batch=(count, step_a, step_b))

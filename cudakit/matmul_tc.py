@@ -1,0 +1,262 @@
+"""Tensor-core matrix products (kernels/matmul_tc.cu): float16 and bfloat16 operands summed in float32 and rounded
+once to the operands' dtype, float32 operands multiplied in TF32 (rounded to 11 significant bits) and summed in
+float32.
+
+Two teaching steps, registered as variants of op "matmul": `wmma` (warp-level 16 x 16 fragments; float16 from sm_70,
+bfloat16 and TF32 from sm_80) and `mma_sync` (the Ampere design: cp.async pipeline, swizzled shared tiles,
+ldmatrix, mma.sync; sm_80+). `run_fast` is what cudakit.matmul's fast variant calls for these dtypes: the Hopper
+module first on sm_90, else mma_sync with the tile `plan_fast` picks, else (sm_70 / sm_75) wmma.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import cupy
+import numpy as np
+
+from ._compile import ctype, instantiation, kernel, launch
+from ._device import sm_count
+from ._variants import Variant, register
+
+FAMILY = "matmul_tc"
+DTYPES = ("float16", "bfloat16", "float32")  # by name (bfloat16 is ml_dtypes'); float32: TF32 products
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+NEEDS_SM80 = ("bfloat16", "float32")  # bfloat16 and TF32 fragments, conversions and mma shapes
+MAX_GRID_Z = 65535  # products per launch; the host loops beyond
+MAX_DIM = 2**31 - 1  # m, n, k are int in the kernels (offsets are 64-bit)
+WMMA_TILE, WMMA_THREADS = (64, 64), 128  # as #defined in matmul_tc.cu
+
+
+@dataclass(frozen=True)
+class TcTile:
+    """One matmul_tc_mma configuration: a bm x bn block tile in bk-deep slices (bk elements), warps of wm x wn,
+    `stages` slots in the cp.async ring. `weight`: the modelled rate of a block of this tile relative to the others
+    (warp tiles that reuse each fragment more run closer to the tensor cores' peak), for plan_fast."""
+
+    bm: int
+    bn: int
+    bk: int
+    wm: int
+    wn: int
+    stages: int
+    weight: float = 1.0
+
+    @property
+    def threads(self) -> int:
+        return self.bm // self.wm * (self.bn // self.wn) * 32
+
+    def shared_bytes(self, itemsize: int) -> int:
+        return self.stages * (self.bm + self.bn) * self.bk * itemsize
+
+    def expression(self, ctype: str, a_kc: bool, b_kc: bool) -> str:
+        return instantiation("matmul_tc_mma", ctype, a_kc, b_kc, self.bm, self.bn, self.bk, self.wm, self.wn,
+                             self.stages)
+
+
+# 64-byte slice lines (bk = 32 16-bit values, 16 floats) except the last tile of each list, whose 128-byte lines halve
+# the barriers per flop where shared memory allows three such stages (sm_80 and sm_90: over 144 KiB per block).
+# TF32 warps hold 64 x 32 of C: its fragment reads of m-contiguous tiles are 4-byte loads, whose addresses take the
+# registers a 64 x 64 warp tile would need for its accumulators.
+HALF_TILES = (TcTile(128, 256, 32, 64, 64, 4), TcTile(128, 128, 32, 64, 64, 4, 0.9),
+              TcTile(64, 64, 32, 32, 32, 4, 0.6), TcTile(128, 256, 64, 64, 64, 3))
+TF32_TILES = (TcTile(128, 128, 16, 64, 32, 4), TcTile(128, 64, 16, 64, 32, 4, 0.9),
+              TcTile(64, 64, 16, 32, 32, 4, 0.6), TcTile(128, 128, 32, 64, 32, 3))
+
+
+def tiles(name: str) -> tuple[TcTile, ...]:
+    """The mma_sync tiles built for dtype `name` (plan_fast's candidates are those that fit the device)."""
+    return TF32_TILES if name == "float32" else HALF_TILES
+
+
+LAYOUTS = tuple((a_kc, b_kc) for a_kc in (True, False) for b_kc in (True, False))
+
+
+@functools.lru_cache(maxsize=None)
+def wmma_instantiations(name: str) -> tuple[str, ...]:
+    """One module per dtype: the wmma kernel in the 4 layouts."""
+    return tuple(instantiation("matmul_tc_wmma", ctype(name), a_kc, b_kc) for a_kc, b_kc in LAYOUTS)
+
+
+@functools.lru_cache(maxsize=None)
+def mma_instantiations(tile: TcTile, name: str) -> tuple[str, ...]:
+    """One module per (tile, dtype): the 4 layouts."""
+    return tuple(tile.expression(ctype(name), a_kc, b_kc) for a_kc, b_kc in LAYOUTS)
+
+
+def instantiation_groups():
+    """Every module this family builds, for the GPU-less compile check."""
+    groups = [wmma_instantiations(name) for name in DTYPES]
+    groups += [mma_instantiations(tile, name) for name in DTYPES for tile in tiles(name)]
+    return groups
+
+
+def compute_capability(device_id: int) -> int:
+    from ._tune import compute_capability as cc
+
+    return cc(device_id)
+
+
+def dtype_name(op_dtype) -> str:
+    name = np.dtype(op_dtype).name
+    if name not in DTYPES:
+        raise TypeError(f"cudakit.matmul: the tensor-core kernels take float16, bfloat16 or float32 (TF32), got {name}")
+    return name
+
+
+def check_supported(kind: str, name: str, cc: int) -> None:
+    """A TypeError, before anything launches, where the device lacks the instructions `kind` needs for `name`."""
+    if kind == "mma_sync" and cc < 80:
+        raise TypeError(f"cudakit.matmul: variant 'mma_sync' needs sm_80 or later (cp.async, ldmatrix, mma.sync "
+                        f"m16n8k16); this GPU is sm_{cc}")
+    if name in NEEDS_SM80 and cc < 80:
+        what = "TF32" if name == "float32" else name
+        raise TypeError(f"cudakit.matmul: {what} on the tensor cores needs sm_80 or later; this GPU is sm_{cc} "
+                        f"(float16 runs on the wmma variant from sm_70)")
+    if kind == "wmma" and cc < 70:
+        raise TypeError(f"cudakit.matmul: the tensor cores need sm_70 or later; this GPU is sm_{cc}")
+
+
+def _batch_of(x, count: int, stride: int):
+    """The 3-D view of `count` matrices like x, `stride` elements apart (0: x itself, broadcast)."""
+    return cupy.ndarray((count,) + x.shape, x.dtype, x.data, (stride * x.itemsize,) + x.strides)
+
+
+def batch_operand(x, row_axis: int, count: int, stride: int, aligned: bool):
+    """(matrix, stride) of a batch operand the kernels read: x and its stride where they can, else a copy of the
+    whole batch in a layout they read. aligned: rows (lines of the contiguous index) start on 16 bytes in every matrix
+    (16-byte base, leading dimension and batch stride whole 16-byte vectors), as cp.async and ldmatrix need;
+    a copy pads its lines to whole vectors (the kernels never read the padding)."""
+    from .matmul import _layout
+
+    item = x.itemsize
+    width = 16 // item
+    a, k_contig, ld = _layout(x, row_axis)
+    in_place = a is x
+    ok = not aligned or (a.data.ptr % 16 == 0 and ld % width == 0 and (count == 1 or stride % width == 0))
+    if ok and (in_place or count == 1 or stride == 0):
+        return a, stride  # x, or the one matrix _layout copied (broadcast: every product reads it)
+    if count == 1 or stride == 0:  # one matrix: pad its lines
+        from .matmul import aligned_operand
+
+        return aligned_operand(a, row_axis), stride
+    contiguous = 1 - row_axis if k_contig else row_axis  # the axis whose elements lie next to each other
+    extent = x.shape[contiguous]
+    padded = -(-extent // width) * width if aligned else extent
+    buf = cupy.empty((count, x.shape[1 - contiguous], padded), x.dtype)
+    view = buf[:, :, :extent] if contiguous == 1 else buf[:, :, :extent].transpose(0, 2, 1)
+    view[...] = _batch_of(x, count, stride)
+    return view[0], buf.strides[0] // item
+
+
+def run_tc(kind: str, A, B, out, batch=(1, 0, 0), tile: TcTile | None = None) -> None:
+    """C = A @ B on a tensor-core kernel: kind "wmma" or "mma_sync" (with `tile`, default the first of the dtype's).
+
+    A (m x k) and B (k x n) are 2-D CuPy views of one dtype, out the C-contiguous m x n result (float32 operands:
+    TF32 products). batch = (count, A's stride, B's stride) in elements: `count` products, A, B and out being the
+    first one's, the outputs one after the other from out. Any layout is read (C- or F-ordered, transposed views;
+    others copied); mma_sync copies operands whose rows don't start on 16 bytes into padded ones.
+    """
+    name = dtype_name(out.dtype)
+    if A.dtype != out.dtype or B.dtype != out.dtype:
+        raise TypeError(f"cudakit.matmul: the tensor-core kernels take operands of one dtype, got A {A.dtype}, "
+                        f"B {B.dtype}, out {out.dtype}")
+    if kind not in ("wmma", "mma_sync"):
+        raise ValueError(f"cudakit.matmul: unknown tensor-core kernel {kind!r} (wmma, mma_sync)")
+    device_id = out.data.device_id
+    check_supported(kind, name, compute_capability(device_id))
+    m, k = A.shape
+    n = B.shape[1]
+    if max(m, n, k) > MAX_DIM:
+        raise ValueError(f"cudakit.matmul: the tensor-core kernels take sides below 2^31, got {m} x {k} x {n}")
+    count, step_a, step_b = batch
+    if count == 0 or m == 0 or n == 0:
+        return
+    if k == 0:
+        cupy.ndarray((count * m * n * out.itemsize,), np.uint8, out.data).fill(0)  # zero bits: 0.0 in every float dtype
+        return
+    mma = kind == "mma_sync"
+    from .matmul import _layout
+
+    A, step_a = batch_operand(A, 0, count, step_a, mma)
+    B, step_b = batch_operand(B, 1, count, step_b, mma)
+    a, a_kc, lda = _layout(A, 0)
+    b, b_kc, ldb = _layout(B, 1)
+    if mma:
+        tile = tile or tiles(name)[0]
+        fn = kernel(FAMILY, tile.expression(ctype(name), a_kc, b_kc), mma_instantiations(tile, name))
+        grid = -(-m // tile.bm) * -(-n // tile.bn)
+        threads, smem = tile.threads, tile.shared_bytes(ITEMSIZE[name])
+    else:
+        fn = kernel(FAMILY, instantiation("matmul_tc_wmma", ctype(name), a_kc, b_kc), wmma_instantiations(name))
+        grid = -(-m // WMMA_TILE[0]) * -(-n // WMMA_TILE[1])
+        threads, smem = WMMA_THREADS, 0
+    item = out.itemsize
+    for z0 in range(0, count, MAX_GRID_Z):
+        here = min(MAX_GRID_Z, count - z0)
+        launch(fn, (grid, 1, here), (threads,),
+               (a.data.ptr + z0 * step_a * item, b.data.ptr + z0 * step_b * item, out.data.ptr + z0 * m * n * item,
+                m, n, k, lda, ldb, step_a, step_b), shared_mem=smem)
+
+
+@functools.lru_cache(maxsize=None)
+def _fits(tile: TcTile, name: str, device_id: int) -> bool:
+    """Whether a block of `tile` fits the device's shared memory (what a block may opt in to)."""
+    optin = cupy.cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"]
+    return tile.shared_bytes(ITEMSIZE[name]) <= optin
+
+
+@functools.lru_cache(maxsize=4096)
+def plan_fast(device_id: int, name: str, m: int, n: int, k: int, count: int = 1) -> TcTile:
+    """The mma_sync tile for `count` m x k x n products: of the dtype's tiles with 64-byte slice lines that fit the
+    device, the one whose modelled time is least. The busiest SM runs ceil(blocks / SMs) blocks, each taking
+    bm bn / weight: a large product takes the large tile; a grid that would leave SMs idle, a smaller one."""
+    sms, best = sm_count(device_id), None
+    for tile in tiles(name):
+        if tile.bk * ITEMSIZE[name] != 64 or not _fits(tile, name, device_id):
+            continue
+        blocks = -(-m // tile.bm) * -(-n // tile.bn) * count
+        seconds = -(-blocks // sms) * tile.bm * tile.bn / tile.weight
+        if best is None or seconds < best[0]:
+            best = (seconds, tile)
+    return best[1]
+
+
+def run_fast(A, B, out, batch=(1, 0, 0)) -> None:
+    """cudakit.matmul's fast variant for float16, bfloat16 and float32 in TF32: the Hopper kernels on sm_90 where
+    they take the case, else mma_sync (sm_80+) on plan_fast's tile, else wmma (float16 on sm_70 / sm_75)."""
+    device_id = out.data.device_id
+    cc = compute_capability(device_id)
+    name = dtype_name(out.dtype)
+    if cc >= 90:
+        try:
+            from . import _hopper
+
+            hopper = _hopper.run_fast
+        except (ImportError, AttributeError):
+            hopper = None
+        if hopper is not None and hopper(A, B, out, batch):
+            return
+    if cc >= 80:
+        m, k = A.shape
+        run_tc("mma_sync", A, B, out, batch, plan_fast(device_id, name, m, B.shape[1], k, batch[0]))
+    else:
+        run_tc("wmma", A, B, out, batch)
+
+
+def _variant_run(kind: str):
+    def run(A, B, out):
+        run_tc(kind, A, B, out)
+
+    return run
+
+
+TC_DTYPES = ("float16", "bfloat16", "float32")
+VARIANTS = register("matmul", [
+    Variant("matmul", "wmma", "warp-level 16x16x16 tensor-core fragments (wmma): float16/bfloat16 products summed in "
+            "float32, float32 as TF32; 64x64 tiles staged by element loads", _variant_run("wmma"),
+            dtypes=TC_DTYPES, min_cc=70),
+    Variant("matmul", "mma_sync", "the Ampere design: a cp.async multi-stage pipeline into XOR-swizzled shared tiles, "
+            "ldmatrix fragments, mma.sync m16n8k16 (TF32 m16n8k8) on 128x256 tiles", _variant_run("mma_sync"),
+            dtypes=TC_DTYPES, min_cc=80),
+])

@@ -1,0 +1,490 @@
+// Tensor-core matrix products: float16 and bfloat16 operands summed in float32, and float32 operands multiplied in
+// TF32. First the warp-level fragment API (wmma), then the Ampere design: cp.async into a multi-stage pipeline of
+// swizzled shared tiles, ldmatrix into registers, mma.sync. No CUDA headers (NVRTC in a pip-only CuPy has none), so
+// every tensor-core instruction is inline PTX.
+//
+// The contract of every kernel here: C = A @ B with A m x k, B k x n, C m x n C-contiguous in T (rounded once from
+// the float32 sums). A_KC: A(i, p) = A[i * lda + p] (C-order A), else A[p * lda + i]. B_KC: B(p, j) = B[j * ldb + p]
+// (F-order B), else B[p * ldb + j]. Product z = blockIdx.z reads A + z * batch_a and B + z * batch_b (0: one operand
+// broadcast over the batch) and writes C + z * m * n. Offsets are 64-bit; any m, n, k >= 1.
+#include "common.cuh"
+#include "half.cuh"
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// The product of a batch this block works on: its operands and its C.
+template <typename In, typename Out>
+__device__ __forceinline__ void tc_batch_offsets(In& A, In& B, Out& C, int m, int n, index_t batch_a, index_t batch_b) {
+    A += blockIdx.z * batch_a;
+    B += blockIdx.z * batch_b;
+    C += blockIdx.z * ((index_t)m * n);
+}
+
+// The C tile of this block from a 1-D grid: consecutive blocks sweep 8 tile-rows column by column, so the blocks
+// resident together share rows of A and columns of B in L2.
+__device__ __forceinline__ void tc_tile_origin(int m, int n, int bm, int bn, int& m0, int& n0) {
+    const int GROUP_M = 8;
+    const int tiles_m = (m + bm - 1) / bm, tiles_n = (n + bn - 1) / bn;
+    const int per_group = GROUP_M * tiles_n, tile = blockIdx.x;
+    const int first_m = tile / per_group * GROUP_M;
+    const int rows = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+    const int in_group = tile % per_group;
+    m0 = (first_m + in_group % rows) * bm;
+    n0 = in_group / rows * bn;
+}
+
+// Two floats rounded to T and stored side by side, the first at p (p holds 2 * sizeof(T) aligned bytes).
+__device__ __forceinline__ void store_pair(float* p, float x, float y) {
+    *reinterpret_cast<float2*>(p) = make_float2(x, y);
+}
+template <typename T>
+__device__ __forceinline__ void store_pair(T* p, float x, float y) {
+    *reinterpret_cast<unsigned*>(p) = (unsigned)from_float<T>(x).bits | (unsigned)from_float<T>(y).bits << 16;
+}
+
+__device__ __forceinline__ unsigned to_tf32(float x) {  // round to nearest (ties away), 10 mantissa bits kept
+    unsigned r;
+#if __CUDA_ARCH__ >= 800
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#else
+    r = __float_as_uint(x);
+#endif
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Step 1: wmma. mma.h's fragment API spelled in PTX: load_matrix_sync / mma_sync / store_matrix_sync on 16 x 16
+// fragments whose register layout is the hardware's business. float16 from sm_70; bfloat16 and TF32 (16 x 16 x 8)
+// from sm_80.
+template <typename T> struct Wmma;
+template <> struct Wmma<half_t> { static constexpr int K = 16, REGS = 8; };
+template <> struct Wmma<bfloat16_t> { static constexpr int K = 16, REGS = 4; };
+template <> struct Wmma<float> { static constexpr int K = 8, REGS = 4; };
+
+template <typename T> struct FragmentAB { unsigned x[Wmma<T>::REGS]; };
+struct FragmentAcc { float x[8]; };
+
+__device__ __forceinline__ void fill_fragment(FragmentAcc& c, float v) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) c.x[i] = v;
+}
+
+#define TC_R4(f) "=r"(f.x[0]), "=r"(f.x[1]), "=r"(f.x[2]), "=r"(f.x[3])
+#define TC_R8(f) TC_R4(f), "=r"(f.x[4]), "=r"(f.x[5]), "=r"(f.x[6]), "=r"(f.x[7])
+#define TC_IN4(f) "r"(f.x[0]), "r"(f.x[1]), "r"(f.x[2]), "r"(f.x[3])
+#define TC_IN8(f) TC_IN4(f), "r"(f.x[4]), "r"(f.x[5]), "r"(f.x[6]), "r"(f.x[7])
+#define TC_OUT8(c) \
+    "f"(c.x[0]), "f"(c.x[1]), "f"(c.x[2]), "f"(c.x[3]), "f"(c.x[4]), "f"(c.x[5]), "f"(c.x[6]), "f"(c.x[7])
+#define TC_ACC(c) \
+    "+f"(c.x[0]), "+f"(c.x[1]), "+f"(c.x[2]), "+f"(c.x[3]), "+f"(c.x[4]), "+f"(c.x[5]), "+f"(c.x[6]), "+f"(c.x[7])
+
+// A fragment: 16 rows of A, row-major in shared memory, ld elements apart. B fragment: 16 columns of B, column-major
+// (each column's k values contiguous), ld elements apart.
+__device__ __forceinline__ void load_matrix_sync_a(FragmentAB<half_t>& f, const half_t* p, unsigned ld) {
+    asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], %9;"
+                 : TC_R8(f) : "r"(smem_u32(p)), "r"(ld) : "memory");
+}
+__device__ __forceinline__ void load_matrix_sync_b(FragmentAB<half_t>& f, const half_t* p, unsigned ld) {
+    asm volatile("wmma.load.b.sync.aligned.col.m16n16k16.shared.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], %9;"
+                 : TC_R8(f) : "r"(smem_u32(p)), "r"(ld) : "memory");
+}
+__device__ __forceinline__ void mma_sync(FragmentAcc& d, const FragmentAB<half_t>& a, const FragmentAB<half_t>& b) {
+    asm volatile("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+                 "{%8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19, %20, %21, %22, %23}, "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7};" : TC_ACC(d) : TC_IN8(a), TC_IN8(b));
+}
+__device__ __forceinline__ void store_matrix_sync(float* p, const FragmentAcc& c, unsigned ld, half_t) {
+    asm volatile("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32 [%0], {%1, %2, %3, %4, %5, %6, %7, %8}, %9;"
+                 :: "r"(smem_u32(p)), TC_OUT8(c), "r"(ld) : "memory");
+}
+
+// bfloat16 and TF32 fragments exist from sm_80; before it these compile to a trap (the host never launches them there).
+#if __CUDA_ARCH__ >= 800
+#define TC_SM80(code) code
+#else
+#define TC_SM80(code) asm volatile("trap;")
+#endif
+__device__ __forceinline__ void load_matrix_sync_a(FragmentAB<bfloat16_t>& f, const bfloat16_t* p, unsigned ld) {
+    TC_SM80(asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;"
+                         : TC_R4(f) : "r"(smem_u32(p)), "r"(ld) : "memory"));
+}
+__device__ __forceinline__ void load_matrix_sync_b(FragmentAB<bfloat16_t>& f, const bfloat16_t* p, unsigned ld) {
+    TC_SM80(asm volatile("wmma.load.b.sync.aligned.col.m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;"
+                         : TC_R4(f) : "r"(smem_u32(p)), "r"(ld) : "memory"));
+}
+__device__ __forceinline__ void mma_sync(FragmentAcc& d, const FragmentAB<bfloat16_t>& a,
+                                         const FragmentAB<bfloat16_t>& b) {
+    TC_SM80(asm volatile("wmma.mma.sync.aligned.row.col.m16n16k16.f32.bf16.bf16.f32 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+                         "{%8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3, %4, %5, %6, %7};"
+                         : TC_ACC(d) : TC_IN4(a), TC_IN4(b)));
+}
+__device__ __forceinline__ void store_matrix_sync(float* p, const FragmentAcc& c, unsigned ld, bfloat16_t) {
+    store_matrix_sync(p, c, ld, half_t());  // the same float32 accumulator fragment
+}
+// TF32: the fragments hold float32 values; the hardware reads only a TF32's bits, so each is rounded first.
+__device__ __forceinline__ void load_matrix_sync_a(FragmentAB<float>& f, const float* p, unsigned ld) {
+    TC_SM80(asm volatile("wmma.load.a.sync.aligned.row.m16n16k8.shared.tf32 {%0, %1, %2, %3}, [%4], %5;"
+                         : TC_R4(f) : "r"(smem_u32(p)), "r"(ld) : "memory"));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.x[i] = to_tf32(__uint_as_float(f.x[i]));
+}
+__device__ __forceinline__ void load_matrix_sync_b(FragmentAB<float>& f, const float* p, unsigned ld) {
+    TC_SM80(asm volatile("wmma.load.b.sync.aligned.col.m16n16k8.shared.tf32 {%0, %1, %2, %3}, [%4], %5;"
+                         : TC_R4(f) : "r"(smem_u32(p)), "r"(ld) : "memory"));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.x[i] = to_tf32(__uint_as_float(f.x[i]));
+}
+__device__ __forceinline__ void mma_sync(FragmentAcc& d, const FragmentAB<float>& a, const FragmentAB<float>& b) {
+    TC_SM80(asm volatile("wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+                         "{%8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3, %4, %5, %6, %7};"
+                         : TC_ACC(d) : TC_IN4(a), TC_IN4(b)));
+}
+__device__ __forceinline__ void store_matrix_sync(float* p, const FragmentAcc& c, unsigned ld, float) {
+    TC_SM80(asm volatile("wmma.store.d.sync.aligned.row.m16n16k8.shared.f32 [%0], {%1, %2, %3, %4, %5, %6, %7, %8}, "
+                         "%9;" :: "r"(smem_u32(p)), TC_OUT8(c), "r"(ld) : "memory"));
+}
+
+#define WMMA_BM 64
+#define WMMA_BN 64
+#define WMMA_BK 32
+#define WMMA_THREADS 128
+
+// The simplest tensor-core kernel: 64 x 64 block tiles, each of 4 warps owns 32 x 32 of C as 2 x 2 wmma fragments.
+template <typename T, bool A_KC, bool B_KC>
+__global__ void __launch_bounds__(WMMA_THREADS, 1)  // 1: else ptxas trades registers for spills
+    matmul_tc_wmma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int m, int n, int k,
+                   index_t lda, index_t ldb, index_t batch_a, index_t batch_b) {
+    constexpr int K = Wmma<T>::K;
+    // Rows padded by 16 bytes: fragment loads start on 32 bytes and their rows spread over the banks.
+    constexpr int LD = WMMA_BK + 16 / (int)sizeof(T);
+    __shared__ __align__(32) T As[WMMA_BM * LD];      // As[i * LD + p] = A(m0 + i, k0 + p): row-major
+    __shared__ __align__(32) T Bs[WMMA_BN * LD];      // Bs[j * LD + p] = B(k0 + p, n0 + j): column-major
+    __shared__ __align__(32) float Cs[WMMA_THREADS / 32][16 * 16];  // one fragment of C per warp on its way out
+    tc_batch_offsets(A, B, C, m, n, batch_a, batch_b);
+    int m0, n0;
+    tc_tile_origin(m, n, WMMA_BM, WMMA_BN, m0, n0);
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int wm = warp / 2 * 32, wn = warp % 2 * 32;
+
+    FragmentAcc acc[2][2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) fill_fragment(acc[i][j], 0.0f);
+
+    for (int k0 = 0; k0 < k; k0 += WMMA_BK) {
+        // Stage the slices with element loads, consecutive threads along the contiguous index (coalesced);
+        // elements past m, n or k are zeros, so they add nothing.
+        for (int e = tid; e < WMMA_BM * WMMA_BK; e += WMMA_THREADS) {
+            const int i = A_KC ? e / WMMA_BK : e % WMMA_BM, p = A_KC ? e % WMMA_BK : e / WMMA_BM;
+            const bool ok = m0 + i < m && k0 + p < k;
+            As[i * LD + p] = ok ? A[A_KC ? (m0 + i) * lda + k0 + p : (k0 + p) * lda + m0 + i] : T{};
+        }
+        for (int e = tid; e < WMMA_BN * WMMA_BK; e += WMMA_THREADS) {
+            const int j = B_KC ? e / WMMA_BK : e % WMMA_BN, p = B_KC ? e % WMMA_BK : e / WMMA_BN;
+            const bool ok = n0 + j < n && k0 + p < k;
+            Bs[j * LD + p] = ok ? B[B_KC ? (n0 + j) * ldb + k0 + p : (k0 + p) * ldb + n0 + j] : T{};
+        }
+        __syncthreads();
+#pragma unroll
+        for (int p = 0; p < WMMA_BK; p += K) {
+            FragmentAB<T> a[2], b[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) load_matrix_sync_a(a[i], As + (wm + i * 16) * LD + p, LD);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) load_matrix_sync_b(b[j], Bs + (wn + j * 16) * LD + p, LD);
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) mma_sync(acc[i][j], a[i], b[j]);
+        }
+        __syncthreads();  // every warp is done with the slices before they are overwritten
+    }
+
+    // Each fragment goes through the warp's shared 16 x 16 buffer, then out, rounded to T, within C's bounds.
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            store_matrix_sync(Cs[warp], acc[i][j], 16, T());
+            __syncwarp();
+            for (int e = lane; e < 256; e += 32) {
+                const int r = m0 + wm + i * 16 + e / 16, c = n0 + wn + j * 16 + e % 16;
+                if (r < m && c < n) C[(index_t)r * n + c] = from_float<T>(Cs[warp][e]);
+            }
+            __syncwarp();
+        }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Step 2: the Ampere design. Each block's operand slices move global -> shared with cp.async (no registers on the
+// way, zero-filled past the edges) into a ring of STAGES slots, so STAGES - 1 slices are in flight during the math;
+// warps read their fragments with ldmatrix from XOR-swizzled tiles (no bank conflicts, no padding) and multiply
+// with mma.sync: m16n8k16 for float16 / bfloat16, m16n8k8 for TF32.
+
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int bytes) {  // bytes < 16: zero-filled
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// Four 8 x 8 matrices of 16-bit values (8 rows of 16 bytes each; lane l gives the address of row l % 8 of matrix
+// l / 8). Lane l receives, of each matrix, row l / 4, elements 2 (l % 4) and 2 (l % 4) + 1; with .trans the same of
+// the transposed matrix.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+__device__ __forceinline__ float lds_f32(unsigned addr) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+    return v;
+}
+
+// One mma.sync of a warp: D (16 x 8, float) += A (16 x K) B (K x 8). With g = lane / 4, t = lane % 4 (PTX ISA):
+// 16-bit, K = 16: a[0] = A[g][2t, 2t+1], a[1] = A[g+8][2t..], a[2] = A[g][2t+8..], a[3] = A[g+8][2t+8..];
+//                 b[0] = B[2t, 2t+1][g], b[1] = B[2t+8, 2t+9][g].
+// TF32, K = 8:    a[0] = A[g][t], a[1] = A[g+8][t], a[2] = A[g][t+4], a[3] = A[g+8][t+4];
+//                 b[0] = B[t][g], b[1] = B[t+4][g].
+// Both:           d[0], d[1] = D[g][2t, 2t+1], d[2], d[3] = D[g+8][2t, 2t+1].
+template <typename T> struct Mma;
+template <> struct Mma<half_t> {
+    static constexpr int K = 16;
+    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+template <> struct Mma<bfloat16_t> {
+    static constexpr int K = 16;
+    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+template <> struct Mma<float> {
+    static constexpr int K = 8;
+    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+
+// One operand's slice in shared memory, laid out as global memory holds it so that cp.async copies 16-byte chunks
+// straight across: KC (k contiguous): ROWS lines of BK elements; otherwise BK lines of ROWS elements. A line is
+// CHUNKS 16-byte chunks. Chunk c of line l sits at chunk position c ^ f(l), f chosen per reader:
+// - ldmatrix reads one chunk position down 8 consecutive lines (from a multiple of 8): f spreads those 8 chunks over
+//   the 8 distinct 16-byte bank groups of a 128-byte row of banks (R lines share one such row when CHUNKS < 8);
+// - TF32 MN tiles are read by 4-byte loads, 4 lines x 8 consecutive values (2 chunks) per warp: f = 2 (l % 4) puts
+//   the 4 lines' chunk pairs on 4 distinct pairs of bank groups.
+// Either way a warp's cp.async writes of 8 consecutive chunks of a line (aligned to 8) stay one permutation apart.
+template <typename T, int ROWS, int BK, bool KC>
+struct SwizzledTile {
+    static constexpr int V = 16 / sizeof(T);  // elements per chunk
+    static constexpr int LINES = KC ? ROWS : BK, CHUNKS = (KC ? BK : ROWS) / V;
+    static constexpr int BYTES = LINES * CHUNKS * 16;
+    static constexpr bool SCALAR = sizeof(T) == 4 && !KC;  // read by 4-byte loads (TF32 MN), not ldmatrix
+    static constexpr int R = CHUNKS >= 8 ? 1 : 8 / CHUNKS, M = CHUNKS >= 8 ? 8 : CHUNKS;
+    static_assert(CHUNKS * V == (KC ? BK : ROWS) && (!SCALAR || CHUNKS >= 8), "whole chunks per line");
+    static __device__ __forceinline__ int chunk_at(int line, int chunk) {
+        return SCALAR ? chunk ^ ((line & 3) << 1) : chunk ^ ((line / R) % M);
+    }
+    static __device__ __forceinline__ unsigned offset(int line, int chunk) {
+        return (unsigned)(line * CHUNKS + chunk_at(line, chunk)) * 16u;
+    }
+};
+
+// Moves one operand's slices, global -> shared, with cp.async: each thread copies PER_THREAD chunks a slice, one
+// chunk position of lines LINE_STEP apart. A chunk that is partly past the operand's edge (rows, or depth k) copies
+// only the bytes that exist and zero-fills the rest; one wholly past it copies nothing (src-size 0) and reads the
+// base address, which is in bounds. The host guarantees 16-byte aligned bases and ld a multiple of V.
+template <typename T, int ROWS, int BK, bool KC, int THREADS>
+struct AsyncLoader {
+    typedef SwizzledTile<T, ROWS, BK, KC> Tile;
+    static constexpr int V = Tile::V, LINE_STEP = THREADS / Tile::CHUNKS;
+    static constexpr int PER_THREAD = Tile::LINES * Tile::CHUNKS / THREADS;
+    static_assert(THREADS % Tile::CHUNKS == 0 && PER_THREAD >= 1 && PER_THREAD * LINE_STEP == Tile::LINES,
+                  "the threads cover a slice in whole passes");
+    const T* const base;
+    const T* src;          // this thread's first chunk in the next slice
+    const index_t ld;
+    const int line0, chunk;
+    int lines_left;        // KC: rows of the operand from this thread's first line on; else depth from it on
+    int elems_left;        // KC: depth from this chunk's first element on; else rows from it on
+
+    __device__ __forceinline__ AsyncLoader(const T* p, index_t ld_, int row0, int rows, int k, int tid)
+        : base(p), ld(ld_), line0(tid / Tile::CHUNKS), chunk(tid % Tile::CHUNKS) {
+        // element (row r, depth kk): p[r * ld + kk] when KC, p[kk * ld + r] otherwise
+        src = KC ? p + (index_t)(row0 + line0) * ld + chunk * V : p + (index_t)line0 * ld + row0 + chunk * V;
+        lines_left = KC ? rows - row0 - line0 : k - line0;
+        elems_left = KC ? k - chunk * V : rows - row0 - chunk * V;
+    }
+
+    __device__ __forceinline__ void load(unsigned stage) {
+        const int elems = elems_left < V ? elems_left : V;
+#pragma unroll
+        for (int j = 0; j < PER_THREAD; ++j) {
+            const bool any = lines_left > j * LINE_STEP && elems > 0;
+            cp_async16(stage + Tile::offset(line0 + j * LINE_STEP, chunk), any ? src + j * LINE_STEP * ld : base,
+                       any ? elems * (int)sizeof(T) : 0);
+        }
+        src += KC ? (index_t)BK : BK * ld;
+        if (KC) elems_left -= BK; else lines_left -= BK;
+    }
+};
+
+// A warp's fragments of one K-deep step, read from a slice in shared memory (byte address s):
+// FM 16-row fragments of A from row wm on, FN 8-column fragments of B from column wn on.
+template <typename T, bool A_KC, bool B_KC, int BM, int BN, int BK, int FM, int FN>
+struct FragmentReader {
+    typedef SwizzledTile<T, BM, BK, A_KC> TileA;
+    typedef SwizzledTile<T, BN, BK, B_KC> TileB;
+    static constexpr int K = Mma<T>::K, KCH = K * (int)sizeof(T) / 16;  // chunks a step deep (2 for every type)
+
+    static __device__ __forceinline__ void a(unsigned (&f)[FM][4], unsigned s, int wm, int ks, int lane) {
+        const int g = lane / 4, t = lane % 4;
+#pragma unroll
+        for (int i = 0; i < FM; ++i) {
+            const int m0 = wm + i * 16;
+            if (A_KC) {  // lines = rows: matrices (rows 0-7, 8-15) x (chunk 0, 1) in the order a[0..3]
+                ldmatrix_x4(f[i], s + TileA::offset(m0 + lane % 16, ks * KCH + lane / 16));
+            } else if (!TileA::SCALAR) {  // lines = k: matrices (k 0-7, 8-15) x (rows 0-7, 8-15) transposed
+                ldmatrix_x4_trans(f[i], s + TileA::offset(ks * 16 + lane % 8 + lane / 16 * 8, m0 / 8 + lane / 8 % 2));
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const int line = ks * 8 + t + q / 2 * 4, row = m0 + g + q % 2 * 8;
+                    f[i][q] = __float_as_uint(lds_f32(s + TileA::offset(line, row / 4) + row % 4 * 4));
+                }
+            }
+            if (sizeof(T) == 4)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) f[i][q] = to_tf32(__uint_as_float(f[i][q]));
+        }
+    }
+
+    static __device__ __forceinline__ void b(unsigned (&f)[FN][2], unsigned s, int wn, int ks, int lane) {
+        const int g = lane / 4, t = lane % 4;
+#pragma unroll
+        for (int j = 0; j < FN; j += 2) {  // two 8-column fragments per ldmatrix
+            const int n0 = wn + j * 8;
+            unsigned r[4];
+            if (B_KC) {  // lines = columns: matrices (cols 0-7) x (chunk 0, 1), then (cols 8-15) x (chunk 0, 1)
+                ldmatrix_x4(r, s + TileB::offset(n0 + lane % 8 + lane / 16 * 8, ks * KCH + lane / 8 % 2));
+            } else if (!TileB::SCALAR) {  // lines = k: matrices (k 0-7, 8-15) x (cols 0-7), then cols 8-15
+                ldmatrix_x4_trans(r, s + TileB::offset(ks * 16 + lane % 8 + lane / 8 % 2 * 8, n0 / 8 + lane / 16));
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const int line = ks * 8 + t + q % 2 * 4, col = n0 + g + q / 2 * 8;
+                    r[q] = __float_as_uint(lds_f32(s + TileB::offset(line, col / 4) + col % 4 * 4));
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < 4; ++q) f[j + q / 2][q % 2] = sizeof(T) == 4 ? to_tf32(__uint_as_float(r[q])) : r[q];
+        }
+    }
+};
+
+// The Ampere tensor-core kernel: BM x BN block tiles, BK-deep slices in a STAGES-slot cp.async ring, each warp
+// a WM x WN tile of m16n8 accumulators, the next step's fragments loaded while the current step multiplies.
+template <typename T, bool A_KC, bool B_KC, int BM, int BN, int BK, int WM, int WN, int STAGES>
+__global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)  // 1: else ptxas trades registers for spills
+    matmul_tc_mma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int m, int n, int k,
+                  index_t lda, index_t ldb, index_t batch_a, index_t batch_b) {
+#if __CUDA_ARCH__ >= 800
+    constexpr int THREADS = BM / WM * (BN / WN) * 32, FM = WM / 16, FN = WN / 8, STEPS = BK / Mma<T>::K;
+    static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % Mma<T>::K == 0 && STAGES >= 2, "tile shape");
+    typedef FragmentReader<T, A_KC, B_KC, BM, BN, BK, FM, FN> Reader;
+    typedef typename Reader::TileA TileA;
+    typedef typename Reader::TileB TileB;
+    extern __shared__ __align__(128) unsigned char tc_slices[];  // STAGES slices of A, then STAGES of B
+    const unsigned sa = smem_u32(tc_slices), sb = sa + STAGES * TileA::BYTES;
+
+    tc_batch_offsets(A, B, C, m, n, batch_a, batch_b);
+    int m0, n0;
+    tc_tile_origin(m, n, BM, BN, m0, n0);
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int wm = warp / (BN / WN) * WM, wn = warp % (BN / WN) * WN;
+    AsyncLoader<T, BM, BK, A_KC, THREADS> la(A, lda, m0, m, k, tid);
+    AsyncLoader<T, BN, BK, B_KC, THREADS> lb(B, ldb, n0, n, k, tid);
+
+    const int slices = (k + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {  // fill the ring but one slot; a group per slot, empty or not
+        if (s < slices) {
+            la.load(sa + s * TileA::BYTES);
+            lb.load(sb + s * TileB::BYTES);
+        }
+        cp_async_commit();
+    }
+
+    float acc[FM][FN][4];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+    unsigned fa[2][FM][4], fb[2][FN][2];
+
+    for (int t = 0; t < slices; ++t) {
+        cp_async_wait<STAGES - 2>();  // slice t has landed (this thread's copies) ...
+        __syncthreads();              // ... everyone's; and every warp is done with slot (t - 1) % STAGES
+        const int next = t + STAGES - 1;
+        if (next < slices) {
+            la.load(sa + next % STAGES * TileA::BYTES);
+            lb.load(sb + next % STAGES * TileB::BYTES);
+        }
+        cp_async_commit();
+        const unsigned as = sa + t % STAGES * TileA::BYTES, bs = sb + t % STAGES * TileB::BYTES;
+        Reader::a(fa[0], as, wm, 0, lane);
+        Reader::b(fb[0], bs, wn, 0, lane);
+#pragma unroll
+        for (int ks = 0; ks < STEPS; ++ks) {
+            if (ks + 1 < STEPS) {  // the next step's fragments are on their way during this step's products
+                Reader::a(fa[(ks + 1) % 2], as, wm, ks + 1, lane);
+                Reader::b(fb[(ks + 1) % 2], bs, wn, ks + 1, lane);
+            }
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j) Mma<T>::run(acc[i][j], fa[ks % 2][i], fb[ks % 2][j]);
+        }
+    }
+    cp_async_wait<0>();  // (only empty groups can be left) nothing is in flight when the block exits
+
+    // Out of the registers: lane (g, t) holds D[g][2t, 2t+1] and D[g+8][2t, 2t+1] of each m16n8 block.
+    const int g = lane / 4, row0 = m0 + wm + g, col0 = n0 + wn + lane % 4 * 2;
+    T* const c0 = C + (index_t)row0 * n + col0;
+    const bool pairs = n % 2 == 0 && reinterpret_cast<unsigned long long>(C) % (2 * sizeof(T)) == 0;
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int dr = i * 16 + h * 8;
+            if (row0 + dr >= m) continue;
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                T* const p = c0 + dr * (index_t)n + j * 8;
+                const int cols = n - (col0 + j * 8);  // columns of C from p on
+                const float x = acc[i][j][2 * h], y = acc[i][j][2 * h + 1];
+                if (pairs && cols >= 2) {
+                    store_pair(p, x, y);
+                } else {
+                    if (cols >= 1) p[0] = from_float<T>(x);
+                    if (cols >= 2) p[1] = from_float<T>(y);
+                }
+            }
+        }
+#endif
+}

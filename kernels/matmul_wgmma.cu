@@ -1,0 +1,353 @@
+// Hopper tensor-core matrix products, sm_90a only (wgmma and setmaxnreg exist nowhere else).
+// C = A @ B with f32 accumulators, rows of C contiguous (ldc = n), T = half_t, bfloat16_t or float (TF32 products).
+// A_MN: A's m index is its contiguous one (F-order A), else its k index is; B_MN: B's n index is (C-order B).
+// Each stage holds 128 bytes of k (BK = 128 / sizeof(T)) for BM rows of A and BN rows of B, laid out by TMA with the
+// 128-byte swizzle that wgmma's descriptors name, so no thread ever touches an operand. Read top to bottom: helpers,
+// the plain ring (matmul_wgmma), then the warp-specialised persistent kernel (matmul_wgmma_fast).
+#include "half.cuh"
+
+// cuTensorMapEncodeTiled's 128 opaque bytes, passed by value as a __grid_constant__ parameter.
+struct __align__(64) TensorMap { unsigned long long words[16]; };
+
+template <typename A, typename B> struct same_type { static constexpr bool value = false; };
+template <typename A> struct same_type<A, A> { static constexpr bool value = true; };
+
+// ---------------------------------------------------------------------------------------------------- mbarriers
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+// Makes the initialised barriers visible to the copy engine (the async proxy) before any TMA names them.
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+
+// The one arrival a full barrier waits for, announcing the bytes the TMA loads will complete on it.
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// Wait until the barrier's phase of this parity has completed. A fresh barrier counts its phase "before 0" (parity 1)
+// as complete, which is how a producer passes its first round of empty barriers without waiting.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+
+// ---------------------------------------------------------------------------------------------------- TMA
+// One box of a 3-D tensor map (batch outermost) into shared memory; its bytes complete on `bar`. Boxes reaching past
+// the tensor's edge are zero-filled and still count their full size.
+__device__ __forceinline__ void tma_load(unsigned dst, const TensorMap& map, unsigned bar, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];"
+                 ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void tma_prefetch_map(const TensorMap& map) {
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(&map)) : "memory");
+}
+
+// ROWS rows (of m for A, of n for B) by 128 bytes of k from k index k0. K-major: one box of BK x ROWS, each row one
+// 128-byte swizzle line. MN-major: ROWS / 64 boxes of 64 rows (128 bytes) x BK lines of k, one after another.
+template <typename T, int ROWS, bool MN>
+__device__ __forceinline__ void load_operand(unsigned dst, const TensorMap& map, unsigned bar, int row0, int k0,
+                                             int z) {
+    constexpr int BK = 128 / sizeof(T);
+    if (MN) {
+#pragma unroll
+        for (int c = 0; c < ROWS / 64; ++c) tma_load(dst + c * BK * 128, map, bar, row0 + 64 * c, k0, z);
+    } else {
+        tma_load(dst, map, bar, k0, row0, z);
+    }
+}
+
+// TF32 products take inputs rounded to nearest (the tensor cores would drop the low 13 bits of raw float32): `threads`
+// threads round a stage in place after its TMA bytes land. Their stores are generic-proxy writes that wgmma (async
+// proxy) reads next, so each thread fences the proxies before the barrier that releases the stage to wgmma.
+template <unsigned BYTES>
+__device__ __forceinline__ void round_stage_to_tf32(unsigned char* stage, int thread, int threads) {
+    uint4* p = reinterpret_cast<uint4*>(stage);
+    for (int i = thread; i < (int)(BYTES / 16); i += threads) {
+        uint4 v = p[i];
+        asm("cvt.rna.tf32.f32 %0, %0;" : "+r"(v.x));
+        asm("cvt.rna.tf32.f32 %0, %0;" : "+r"(v.y));
+        asm("cvt.rna.tf32.f32 %0, %0;" : "+r"(v.z));
+        asm("cvt.rna.tf32.f32 %0, %0;" : "+r"(v.w));
+        p[i] = v;
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// ---------------------------------------------------------------------------------------------------- wgmma
+// A shared-memory matrix descriptor: start address, leading and stride byte offsets (all in 16-byte units), 128-byte
+// swizzle (mode 1 in bits 62-63). Stage tiles start on 1024 bytes, so the base-offset field stays 0.
+__device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+           ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+// The descriptor of rows [row0, row0 + 64 or N) of a stage tile at k-step ks (32 bytes of k: k16, or k8 for TF32).
+// K-major: rows are 128-byte lines, 8-line groups 1024 bytes apart (SBO); a k-step moves the start 32 bytes along
+// the line (the swizzle is applied to the final address); LBO is unused. MN-major: lines are k, each 64 rows of
+// m/n wide; 8-line groups 1024 bytes apart (SBO), 64-row chunks BK * 128 bytes apart (LBO).
+template <typename T, bool MN>
+__device__ __forceinline__ unsigned long long operand_desc(unsigned tile, int row0, int ks) {
+    constexpr unsigned BK = 128 / sizeof(T);
+    if (MN) return smem_desc(tile + (row0 / 64) * (BK * 128) + ks * (32 / sizeof(T)) * 128, BK * 128, 1024);
+    return smem_desc(tile + row0 * 128 + ks * 32, 16, 1024);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// Keeps the compiler from moving reads or writes of the accumulators across a wgmma wait.
+template <int N> __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define WGMMA_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                    "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WGMMA_D64 WGMMA_D8(0), WGMMA_D8(8), WGMMA_D8(16), WGMMA_D8(24), WGMMA_D8(32), WGMMA_D8(40), WGMMA_D8(48), \
+                  WGMMA_D8(56)
+#define WGMMA_D128 WGMMA_D64, WGMMA_D8(64), WGMMA_D8(72), WGMMA_D8(80), WGMMA_D8(88), WGMMA_D8(96), WGMMA_D8(104), \
+                   WGMMA_D8(112), WGMMA_D8(120)
+#define WGMMA_R64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, " \
+    "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define WGMMA_R128 WGMMA_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, " \
+    "%102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, " \
+    "%120, %121, %122, %123, %124, %125, %126, %127"
+// d (64 x N, f32) = A (64 x k-step) * B (k-step x N) + (scale_d ? d : 0); the operands' descriptors, the transpose
+// immediates (1: MN-major) for the 16-bit types. D: the operand list, R: its text, A/S/T: the descriptor, scale and
+// transpose operand numbers.
+#define WGMMA_ASM(SHAPE, TYPES, R, D, A, B, S, TRANSPOSE)                                                         \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %" #S ", 0;\n"                                              \
+                 " wgmma.mma_async.sync.aligned." SHAPE TYPES " {" R "}, %" #A ", %" #B ", p, 1, 1" TRANSPOSE    \
+                 ";\n}\n"                                                                                       \
+                 : D : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"((int)TA), "n"((int)TB))
+
+template <typename T, int N, bool TA, bool TB>
+__device__ __forceinline__ void wgmma(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b,
+                                      int scale_d) {
+    static_assert(N == 128 || N == 256, "wgmma tiles of 128 or 256 columns");
+    if constexpr (N == 256) {
+        if constexpr (same_type<T, half_t>::value)
+            WGMMA_ASM("m64n256k16", ".f32.f16.f16", WGMMA_R128, WGMMA_D128, 128, 129, 130, ", %131, %132");
+        else if constexpr (same_type<T, bfloat16_t>::value)
+            WGMMA_ASM("m64n256k16", ".f32.bf16.bf16", WGMMA_R128, WGMMA_D128, 128, 129, 130, ", %131, %132");
+        else  // TF32 reads K-major operands only: there are no transpose immediates
+            WGMMA_ASM("m64n256k8", ".f32.tf32.tf32", WGMMA_R128, WGMMA_D128, 128, 129, 130, "");
+    } else {
+        if constexpr (same_type<T, half_t>::value)
+            WGMMA_ASM("m64n128k16", ".f32.f16.f16", WGMMA_R64, WGMMA_D64, 64, 65, 66, ", %67, %68");
+        else if constexpr (same_type<T, bfloat16_t>::value)
+            WGMMA_ASM("m64n128k16", ".f32.bf16.bf16", WGMMA_R64, WGMMA_D64, 64, 65, 66, ", %67, %68");
+        else
+            WGMMA_ASM("m64n128k8", ".f32.tf32.tf32", WGMMA_R64, WGMMA_D64, 64, 65, 66, "");
+    }
+}
+
+// One stage's four k-steps into the warpgroup's 64 x N accumulators: A rows a_row0.. of the A tile, all N of B.
+template <typename T, int N, bool A_MN, bool B_MN>
+__device__ __forceinline__ void wgmma_stage(float (&d)[N / 2], unsigned a_tile, int a_row0, unsigned b_tile,
+                                            bool accumulate) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+        wgmma<T, N, A_MN, B_MN>(d, operand_desc<T, A_MN>(a_tile, a_row0, ks), operand_desc<T, B_MN>(b_tile, 0, ks),
+                                (accumulate || ks > 0) ? 1 : 0);
+}
+
+// ---------------------------------------------------------------------------------------------------- epilogue
+__device__ __forceinline__ void store_pair(half_t* p, float x, float y) {
+    *reinterpret_cast<unsigned*>(p) = from_float<half_t>(x).bits | ((unsigned)from_float<half_t>(y).bits << 16);
+}
+__device__ __forceinline__ void store_pair(bfloat16_t* p, float x, float y) {
+    *reinterpret_cast<unsigned*>(p) =
+        from_float<bfloat16_t>(x).bits | ((unsigned)from_float<bfloat16_t>(y).bits << 16);
+}
+__device__ __forceinline__ void store_pair(float* p, float x, float y) {
+    *reinterpret_cast<float2*>(p) = make_float2(x, y);
+}
+
+// The warpgroup's 64 x N accumulators to C at (row0, col0), rounded to T, masked to m x n. wgmma's layout: warp w
+// holds rows 16w..16w+15; in each 8-column group j a thread holds (lane/4, 2(lane%4) + {0,1}) and the same 8 rows on.
+template <typename T, int N>
+__device__ __forceinline__ void store_tile(T* C, const float (&d)[N / 2], int m, int n, int row0, int col0) {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+    const int r = row0 + warp * 16 + (lane >> 2);
+    const bool pairs = n % 2 == 0 && reinterpret_cast<unsigned long long>(C) % (2 * sizeof(T)) == 0;
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+        const int c = col0 + j * 8 + (lane & 3) * 2;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = r + 8 * h;
+            if (row < m && c < n) {
+                T* p = C + (index_t)row * n + c;
+                const float x = d[4 * j + 2 * h], y = d[4 * j + 2 * h + 1];
+                if (pairs) {  // n even: c + 1 < n too
+                    store_pair(p, x, y);
+                } else {
+                    p[0] = from_float<T>(x);
+                    if (c + 1 < n) p[1] = from_float<T>(y);
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------- kernels
+// TMA loads of swizzled tiles into a ring of stages on mbarriers; two warpgroups run wgmma on each stage in turn.
+// Grid (n tiles, m tiles, products from z0); 256 threads; shared memory: cudakit._hopper.shared_bytes.
+template <typename T, bool A_MN, bool B_MN>
+__global__ void __launch_bounds__(256, 1)
+matmul_wgmma(const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map, T* C, int m, int n,
+             int k, int a_batched, int b_batched, int z0) {
+    constexpr int BM = 128, BN = 128, STAGES = 4, BK = 128 / sizeof(T);
+    constexpr unsigned A_BYTES = BM * 128, STAGE_BYTES = (BM + BN) * 128;
+    extern __shared__ unsigned char smem_raw[];
+    const unsigned base = (smem_u32(smem_raw) + 1023) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
+    const unsigned full = base + STAGES * STAGE_BYTES;            // STAGES mbarriers of 8 bytes
+    const int z = z0 + blockIdx.z, row0 = blockIdx.y * BM, col0 = blockIdx.x * BN, wg = threadIdx.x / 128;
+    const int k_tiles = (k + BK - 1) / BK;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) mbar_init(full + 8 * s, 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    auto load = [&](int kt) {
+        const unsigned stage = base + (kt % STAGES) * STAGE_BYTES, bar = full + 8 * (kt % STAGES);
+        mbar_expect_tx(bar, STAGE_BYTES);
+        load_operand<T, BM, A_MN>(stage, a_map, bar, row0, kt * BK, z * a_batched);
+        load_operand<T, BN, B_MN>(stage + A_BYTES, b_map, bar, col0, kt * BK, z * b_batched);
+    };
+    if (threadIdx.x == 0)
+        for (int kt = 0; kt < STAGES - 1 && kt < k_tiles; ++kt) load(kt);
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        // The slot of k-tile kt - 1, which every warpgroup finished reading before the barrier closing that step.
+        if (threadIdx.x == 0 && kt + STAGES - 1 < k_tiles) load(kt + STAGES - 1);
+        const int s = kt % STAGES;
+        mbar_wait(full + 8 * s, (kt / STAGES) & 1);
+        if constexpr (same_type<T, float>::value) {
+            round_stage_to_tf32<STAGE_BYTES>(smem_raw + (base - smem_u32(smem_raw)) + s * STAGE_BYTES, threadIdx.x,
+                                             256);
+            __syncthreads();
+        }
+        wgmma_fence();
+        wgmma_stage<T, BN, A_MN, B_MN>(d, base + s * STAGE_BYTES, wg * 64, base + s * STAGE_BYTES + A_BYTES, kt > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_accumulators(d);
+        __syncthreads();
+    }
+    store_tile<T, BN>(C + (index_t)z * m * n, d, m, n, row0 + wg * 64, col0);
+}
+
+// Warp specialisation: a producer warpgroup (registers lowered) keeps a full/empty ring of stages loaded by TMA;
+// two consumer warpgroups (registers raised) run wgmma on BM x BN tiles, keeping one stage's wgmma in flight while
+// the next is issued. Persistent: a grid of at most one block per SM walks the tiles of every product, GROUP tile
+// rows at a time, so blocks running together share A and B tiles in L2. 384 threads.
+template <typename T, int BN, bool A_MN, bool B_MN>
+__global__ void __launch_bounds__(384, 1)
+matmul_wgmma_fast(const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map, T* C, int m,
+                  int n, int k, int count, int a_batched, int b_batched) {
+    constexpr int BM = 128, BK = 128 / sizeof(T), STAGES = BN == 256 ? 4 : 6, GROUP = 8;
+    constexpr unsigned A_BYTES = BM * 128, STAGE_BYTES = (BM + BN) * 128;
+    // TF32: the TMA bytes complete `loaded`, then the 96 threads of producer warps 1-3 round the stage and arrive
+    // on `full`, each after its own proxy fence.
+    constexpr bool TF32 = same_type<T, float>::value;
+    extern __shared__ unsigned char smem_raw[];
+    const unsigned base = (smem_u32(smem_raw) + 1023) & ~1023u;
+    const unsigned full = base + STAGES * STAGE_BYTES, empty = full + 8 * STAGES, loaded = empty + 8 * STAGES;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full + 8 * s, TF32 ? 96 : 1);  // the producer's expect_tx and the bytes (TF32: the rounders)
+            mbar_init(empty + 8 * s, 2 * 4);        // every consumer warp, once its wgmma has read the stage
+            if (TF32) mbar_init(loaded + 8 * s, 1);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+    const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, k_tiles = (k + BK - 1) / BK;
+    const long long per_product = (long long)tiles_m * tiles_n, total = per_product * count;
+    const long long per_group = (long long)GROUP * tiles_n;
+    auto tile_of = [&](long long t, int& z, int& tm, int& tn) {  // grouped order: GROUP rows of tiles, column by column
+        z = (int)(t / per_product);
+        const long long r = t - (long long)z * per_product, g = r / per_group, within = r - g * per_group;
+        const int rows = min(tiles_m - (int)(g * GROUP), GROUP);
+        tm = (int)(g * GROUP) + (int)(within % rows);
+        tn = (int)(within / rows);
+    };
+    if (threadIdx.x < 128) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (threadIdx.x == 0) {
+            tma_prefetch_map(a_map);
+            tma_prefetch_map(b_map);
+            unsigned it = 0;  // stages filled so far: slot it % STAGES, round it / STAGES
+            for (long long t = blockIdx.x; t < total; t += gridDim.x) {
+                int z, tm, tn;
+                tile_of(t, z, tm, tn);
+                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                    const unsigned s = it % STAGES, stage = base + s * STAGE_BYTES;
+                    const unsigned bar = (TF32 ? loaded : full) + 8 * s;
+                    mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+                    mbar_expect_tx(bar, STAGE_BYTES);
+                    load_operand<T, BM, A_MN>(stage, a_map, bar, tm * BM, kt * BK, z * a_batched);
+                    load_operand<T, BN, B_MN>(stage + A_BYTES, b_map, bar, tn * BN, kt * BK, z * b_batched);
+                }
+            }
+        } else if (TF32 && threadIdx.x >= 32) {
+            unsigned char* stages = smem_raw + (base - smem_u32(smem_raw));
+            unsigned it = 0;
+            for (long long t = blockIdx.x; t < total; t += gridDim.x) {
+                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                    const unsigned s = it % STAGES;
+                    mbar_wait(loaded + 8 * s, (it / STAGES) & 1);
+                    round_stage_to_tf32<STAGE_BYTES>(stages + s * STAGE_BYTES, threadIdx.x - 32, 96);
+                    mbar_arrive(full + 8 * s);
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        const int wg = threadIdx.x / 128 - 1;
+        const bool lane0 = (threadIdx.x & 31) == 0;
+        float d[BN / 2];
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+        unsigned it = 0;
+        for (long long t = blockIdx.x; t < total; t += gridDim.x) {
+            int z, tm, tn;
+            tile_of(t, z, tm, tn);
+            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                const unsigned s = it % STAGES, stage = base + s * STAGE_BYTES;
+                mbar_wait(full + 8 * s, (it / STAGES) & 1);
+                wgmma_fence();
+                wgmma_stage<T, BN, A_MN, B_MN>(d, stage, wg * 64, stage + A_BYTES, kt > 0);
+                wgmma_commit();
+                wgmma_wait<1>();  // the previous stage's wgmma is done: hand its slot back
+                if (kt > 0 && lane0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+            }
+            wgmma_wait<0>();
+            fence_accumulators(d);
+            if (lane0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+            store_tile<T, BN>(C + (index_t)z * m * n, d, m, n, tm * BM + wg * 64, tn * BN);
+        }
+    }
+}

@@ -1,0 +1,290 @@
+"""The Ampere-style tensor-core kernels (kernels/matmul_tc.cu through cudakit.matmul_tc): wmma and mma_sync.
+
+GPU-less: every module compiles for every architecture the installed NVRTC builds, with an empty log, and the
+sm_80+ kernels keep everything in registers (no spills, no stack frame); the variant rows; the capability checks.
+On a GPU: every kernel, dtype and layout against a float64 reference of the same (already rounded) inputs, by the
+relative error of _check.product_error (||out - ref|| / || |A| @ |B| ||), bounded by
+  float16, bfloat16: _check.tolerance: u + (1 + u) 4 eps32 sqrt(max(k, 16)): products exact in float32, a float32
+                    sum of k of them (random-walk growth), one rounding to the 16-bit type (u = 2^-11, 2^-8);
+  float32 (TF32):   _check.tf32_tolerance: 2u + u^2 + (1 + u)^2 4 eps32 sqrt(max(k, 16)), u = 2^-11: each input
+                    rounded to nearest TF32 (11 significant bits) changes a product by at most 2u + u^2 of it, then
+                    the same float32 sum. A kernel that truncated instead of rounding could exceed it.
+Outputs start poisoned (NaN), inputs are fresh random draws, shapes are odd (edge tiles, k not a multiple of 8).
+"""
+import re
+
+import numpy as np
+import pytest
+
+from cudakit import _check, _compile, matmul_tc
+from conftest import poisoned, random_array
+
+KINDS = ("wmma", "mma_sync")
+NAMES = ("float16", "bfloat16", "float32")
+ORDERS = ("C", "F", "T", "FT")  # C-order, F-order, the transposed view of a C-order array, of an F-order array
+SHAPES = [(1, 1, 1), (17, 33, 65), (7, 1, 9), (15, 100, 3), (64, 64, 64), (33, 77, 130), (130, 12, 15),
+          (200, 129, 260), (257, 300, 129)]
+
+
+# ---------------------------------------------------------------------------------------------------- GPU-less
+def test_every_module_compiles_warning_free_and_without_spills():
+    pytest.importorskip("cuda.bindings.nvrtc", reason="the compile check needs the test extra (NVRTC)")
+    for arch in _compile.nvrtc_archs():
+        verbose = int(arch[3:]) >= 80  # ptxas's report; before sm_80 the sm_80 kernels are a trap (never launched)
+        for expressions in matmul_tc.instantiation_groups():
+            ok, log, lowered = _compile.compile_offline(matmul_tc.FAMILY, expressions, arch,
+                                                        ("-Xptxas=-v",) if verbose else ())
+            lines = [l for l in log.splitlines() if l.strip() and "Architectures prior to" not in l]
+            assert ok and set(lowered) == set(expressions), f"{arch} {expressions[0]}:\n{log}"
+            assert all(l.startswith("ptxas") for l in lines), f"{arch} {expressions[0]} printed:\n{log}"
+            assert not any("warning" in l.lower() for l in lines), f"{arch} {expressions[0]} printed:\n{log}"
+            if verbose:
+                frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+                assert len(frames) == len(expressions), log
+                assert all(f == ("0", "0", "0") for f in frames), f"{arch} {expressions[0]}:\n{log}"
+
+
+def test_variant_rows():
+    import cudakit
+
+    rows = {v.name: v for v in cudakit.variants("matmul")}
+    assert rows["wmma"].min_cc == 70 and rows["mma_sync"].min_cc == 80
+    for kind in KINDS:
+        assert set(rows[kind].dtypes) == set(NAMES) and rows[kind].tensor_core
+
+
+def test_capability_checks_name_the_problem():
+    matmul_tc.check_supported("wmma", "float16", 70)
+    for kind, name, cc in [("wmma", "bfloat16", 75), ("wmma", "float32", 70), ("mma_sync", "float16", 75),
+                           ("mma_sync", "bfloat16", 75)]:
+        with pytest.raises(TypeError, match="sm_80"):
+            matmul_tc.check_supported(kind, name, cc)
+    for kind in KINDS:
+        for name in NAMES:
+            matmul_tc.check_supported(kind, name, 80)
+
+
+def test_tiles_cover_their_slices():
+    """Each tile's shapes satisfy the kernel's static requirements (whole warps, whole 16-byte chunks per thread)."""
+    for name in NAMES:
+        item = matmul_tc.ITEMSIZE[name]
+        for t in matmul_tc.tiles(name):
+            assert t.bm % t.wm == 0 and t.bn % t.wn == 0 and t.wm % 16 == 0 and t.wn % 16 == 0
+            assert t.bk * item in (64, 128) and t.stages >= 2
+            for rows in (t.bm, t.bn):
+                assert rows * t.bk * item // 16 % t.threads == 0  # whole passes over a slice's chunks
+                for line_bytes in (t.bk * item, rows * item):  # k-contiguous and rows-contiguous slices
+                    assert line_bytes % 16 == 0 and t.threads % (line_bytes // 16) == 0
+
+
+# ---------------------------------------------------------------------------------------------------- on a GPU
+def _dtype(name):
+    if name == "bfloat16":
+        return np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+    return np.dtype(name)
+
+
+@pytest.fixture
+def cc():
+    import cupy
+
+    return matmul_tc.compute_capability(cupy.cuda.runtime.getDevice())
+
+
+def _skip_unsupported(kind, name, cc):
+    try:
+        matmul_tc.check_supported(kind, name, cc)
+    except TypeError as exc:
+        pytest.skip(str(exc))
+
+
+def _operand(shape, dtype, order):
+    r, c = shape
+    if order == "C":
+        return random_array(shape, dtype)
+    if order == "F":
+        return random_array(shape, dtype, "F")
+    if order == "T":  # a transposed C-order array: F-contiguous view
+        return random_array((c, r), dtype).T
+    if order == "FT":  # a transposed F-order array: C-contiguous view
+        return random_array((c, r), dtype, "F").T
+    if order == "offset":  # one element past 16 bytes, lines an odd number of elements apart
+        return random_array((r + 1, c + 3), dtype)[1:, 1:c + 1]
+    if order == "offsetF":
+        return random_array((c + 1, r + 3), dtype)[1:, 1:r + 1].T
+    if order == "strided":  # no unit stride: copied
+        return random_array((r, 2 * c), dtype)[:, ::2]
+    raise ValueError(order)
+
+
+def _bound(dtype, k):
+    return _check.tf32_tolerance(k) if dtype.name == "float32" else _check.tolerance(dtype, k)
+
+
+def _assert_product(out, A, B, what):
+    err = _check.product_error(out, A, B)
+    bound = _bound(out.dtype, A.shape[-1])
+    assert err <= bound, f"{what}: relative error {err:.3e} > {bound:.2e}"
+
+
+def _run(kind, A, B, dtype, **kw):
+    out = poisoned((A.shape[0], B.shape[1]), dtype)
+    matmul_tc.run_tc(kind, A, B, out, **kw)
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_shapes_and_layouts(cc, kind, name):
+    _skip_unsupported(kind, name, cc)
+    dtype = _dtype(name)
+    for m, k, n in SHAPES:
+        for oa in ORDERS:
+            for ob in ORDERS:
+                A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)
+                _assert_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {oa}/{ob} {m}x{k}x{n}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_through_the_public_api(cc, kind, name):
+    import cudakit
+
+    _skip_unsupported(kind, name, cc)
+    dtype = _dtype(name)
+    extra = {"tf32": True} if name == "float32" else {}
+    for m, k, n in [(33, 65, 17), (128, 256, 64)]:
+        A, B = _operand((m, k), dtype, "C"), _operand((k, n), dtype, "T")
+        out = poisoned((m, n), dtype)
+        res = cudakit.matmul(A, B, out=out, variant=kind, **extra)
+        assert res is out
+        _assert_product(out, A, B, f"cudakit.matmul variant={kind} {name} {m}x{k}x{n}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+def test_every_mma_tile_on_edges_and_whole_tiles(cc, name):
+    _skip_unsupported("mma_sync", name, cc)
+    import cupy
+
+    dtype = _dtype(name)
+    optin = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+    for tile in matmul_tc.tiles(name):
+        if tile.shared_bytes(dtype.itemsize) > optin:
+            continue
+        # whole tiles and slices (no edge), then one past every edge, then a k shorter than the ring
+        for m, k, n in [(2 * tile.bm, 8 * tile.bk, 2 * tile.bn), (tile.bm + 1, 3 * tile.bk + 5, tile.bn + 3),
+                        (tile.bm - 1, tile.bk - 3, 9)]:
+            for oa, ob in [("C", "T"), ("T", "C"), ("C", "C"), ("T", "T")]:
+                A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)
+                out = _run("mma_sync", A, B, dtype, tile=tile)
+                _assert_product(out, A, B, f"{tile} {name} {oa}/{ob} {m}x{k}x{n}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+def test_odd_large_shape(cc, name):
+    _skip_unsupported("mma_sync", name, cc)
+    dtype = _dtype(name)
+    for oa, ob in [("C", "T"), ("T", "C"), ("C", "C"), ("T", "T")]:
+        A, B = _operand((4097, 4099), dtype, oa), _operand((4099, 4095), dtype, ob)
+        _assert_product(_run("mma_sync", A, B, dtype), A, B, f"mma_sync {name} {oa}/{ob} 4097x4099x4095")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_misaligned_and_strided_views(cc, kind, name):
+    _skip_unsupported(kind, name, cc)
+    dtype = _dtype(name)
+    for oa, ob in [("offset", "offset"), ("offsetF", "offsetF"), ("strided", "F"), ("C", "strided"),
+                   ("offset", "T"), ("offsetF", "C")]:
+        for m, k, n in [(131, 77, 259), (5, 3, 70)]:
+            A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)
+            _assert_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {oa}/{ob} {m}x{k}x{n}")
+    A, B = _operand((67, 80), dtype, "C"), _operand((80, 130), dtype, "C")
+    C = poisoned((67 * 130 + 1,), dtype)[1:].reshape(67, 130)  # C one element off its alignment: element stores
+    matmul_tc.run_tc(kind, A, B, C)
+    _assert_product(C, A, B, f"{kind} {name} offset output")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_batched_and_broadcast(cc, kind, name):
+    _skip_unsupported(kind, name, cc)
+    dtype = _dtype(name)
+    count, m, k, n = 5, 70, 131, 90
+    item = dtype.itemsize
+    A3 = random_array((count, m, k + 1), dtype)[:, :, :k]  # lines k + 1 apart: padded copies for mma_sync
+    A3F = random_array((count, k, m), dtype).transpose(0, 2, 1)
+    B3 = random_array((count, k, n), dtype)
+    B1 = random_array((k, n), dtype)
+    cases = [(A3, B3, A3.strides[0] // item, B3.strides[0] // item), (A3F, B1[None], A3F.strides[0] // item, 0),
+             (B1.T[None], A3F.transpose(0, 2, 1), 0, A3F.strides[0] // item)]
+    for A, B, sa, sb in cases:
+        mm, nn = A.shape[1], B.shape[2]
+        out = poisoned((count, mm, nn), dtype)
+        matmul_tc.run_tc(kind, A[0], B[0], out[0], batch=(count, sa, sb))
+        for z in range(count):
+            _assert_product(out[z], A[z if sa else 0], B[z if sb else 0], f"{kind} {name} product {z} ({sa}, {sb})")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+def test_run_fast_plans_and_runs(cc, name):
+    _skip_unsupported("wmma", name, cc)
+    import cupy
+
+    dtype = _dtype(name)
+    device = cupy.cuda.runtime.getDevice()
+    for m, k, n in [(64, 512, 64), (1000, 300, 1500), (2048, 256, 2048)]:
+        A, B = _operand((m, k), dtype, "C"), _operand((k, n), dtype, "C")
+        out = poisoned((m, n), dtype)
+        matmul_tc.run_fast(A, B, out)
+        _assert_product(out, A, B, f"run_fast {name} {m}x{k}x{n}")
+        if cc >= 80:
+            tile = matmul_tc.plan_fast(device, name, m, n, k)
+            assert tile in matmul_tc.tiles(name)
+    if cc >= 80:  # a grid that fills the GPU takes the large tile; a tiny one a smaller tile
+        assert matmul_tc.plan_fast(device, name, 8192, 8192, 8192) == matmul_tc.tiles(name)[0]
+        assert matmul_tc.plan_fast(device, name, 128, 128, 4096) != matmul_tc.tiles(name)[0]
+
+
+@pytest.mark.gpu
+def test_unsupported_dtype_raises_before_any_launch(monkeypatch):
+    """bfloat16 and TF32 before sm_80, mma_sync before sm_80: a TypeError, the output untouched."""
+    dtype = np.dtype(np.float32)
+    monkeypatch.setattr(matmul_tc, "compute_capability", lambda device_id: 75)
+    A, B = random_array((32, 32), dtype), random_array((32, 32), dtype)
+    out = poisoned((32, 32), dtype)
+    for kind in KINDS:
+        with pytest.raises(TypeError, match="sm_80"):
+            matmul_tc.run_tc(kind, A, B, out)
+    with pytest.raises(TypeError, match="sm_80"):
+        matmul_tc.run_tc("mma_sync", A.astype(np.float16), B.astype(np.float16), out.astype(np.float16))
+    assert bool(np.isnan(out.get()).all())
+
+
+@pytest.mark.gpu
+@pytest.mark.large
+def test_past_2_31_elements(cc):
+    """A with more than 2^31 elements, then C with more: 64-bit offsets in the loads and the epilogue."""
+    import cupy
+
+    _skip_unsupported("mma_sync", "float16", cc)
+    cupy.get_default_memory_pool().free_all_blocks()
+    if cupy.cuda.runtime.memGetInfo()[0] < 14 * 2**30:
+        pytest.skip("needs 14 GiB of free device memory")
+    rows = [0, 1, 40000, 65535, 65536]
+    for m, k, n in [(65537, 32769, 64), (65537, 64, 32769)]:
+        A, B = random_array((m, k), np.float16), random_array((k, n), np.float16)
+        for kind in KINDS:
+            out = poisoned((m, n), np.float16)
+            matmul_tc.run_tc(kind, A, B, out)
+            _assert_product(out[rows], A[rows], B, f"{kind} {m}x{k}x{n} rows {rows}")
+            del out
+        del A, B
+        cupy.get_default_memory_pool().free_all_blocks()
