@@ -49,18 +49,20 @@ def tolerance(dtype, k: int) -> float:
 
 
 def tf32_tolerance(k: int) -> float:
-    """Bound on ||out - ref|| / ||scale|| for a float32 product computed in TF32: each input rounded to 11
-    significant bits (relative error u = 2^-11), products of two such values exact in float32, summed in float32.
+    """Bound on ||out - ref|| / ||scale|| for a float32 product computed in TF32: each input reduced to 11
+    significant bits, products of two such values exact in float32, summed in float32.
 
-    A product a b becomes a b (1 + d1)(1 + d2), |d1|, |d2| <= u: off by at most (2u + u^2) |a b|. Summing these
-    inexact products in float32 adds the float32 bound t of tolerance(float32, k), taken of their absolute values,
-    which are at most (1 + u)^2 |a b|. Element by element, |out_i - ref_i| <= ((2u + u^2) + (1 + u)^2 t) scale_i, so
-    ||out - ref|| / ||scale|| <= 2u + u^2 + (1 + u)^2 t.
-    The inputs must be rounded to nearest (cvt.rna.tf32.f32): float32 bits handed to the tensor cores as they are
-    lose their low 13 bits by truncation, a relative error of up to 2u per input, which this bound does not cover.
+    An input reaches the tensor cores either rounded to nearest (cvt.rna.tf32.f32: relative error at most
+    u = 2^-11) or as raw float32 bits whose low 13 bits the tensor cores drop (truncation toward zero: the error is
+    under one unit in the 11th bit, so relative error below 2u). Both are within v = 2u. A product a b becomes
+    a b (1 + d1)(1 + d2), |d1|, |d2| <= v: off by at most (2v + v^2) |a b|. Summing these inexact products in float32
+    adds the float32 bound t of tolerance(float32, k), taken of their absolute values, which are at most
+    (1 + v)^2 |a b|. Element by element, |out_i - ref_i| <= ((2v + v^2) + (1 + v)^2 t) scale_i, so
+      ||out - ref|| / ||scale|| <= 2v + v^2 + (1 + v)^2 t = 4u + 4u^2 + (1 + 2u)^2 t.
+    (Subnormal inputs lose absolute, not relative, precision: assumed absent, as in tolerance().)
     """
-    u = TF32_ROUNDOFF
-    return 2.0 * u + u * u + (1.0 + u) ** 2 * _sum_bound(EPS32, k)
+    v = 2.0 * TF32_ROUNDOFF
+    return 2.0 * v + v * v + (1.0 + v) ** 2 * _sum_bound(EPS32, k)
 
 
 def as_float64(x):

@@ -7,7 +7,11 @@ units: an operand that breaks this is first copied into a padded buffer (whole b
 operands only (A C-order, B F-order); another layout is copied into that one first.
 
 - matmul_wgmma: BM x 128 tiles (BM = 128, two consumer warpgroups of 64 rows), a 4-stage ring; one block per tile.
-- matmul_wgmma_fast: a producer warpgroup and two consumers, BM x BN tiles (BN = 256 or 128), persistent blocks.
+- matmul_wgmma_fast: a producer warpgroup and two consumers, BM x BN tiles (BN = 256 or 128), persistent blocks,
+  alone or in clusters of 2 CTAs (tile rows 2r, 2r + 1 of one column) that load B once, by TMA multicast.
+- wgmma_throughput: the tensor cores' ceiling (wgmma_throughput() below), for the bench's roofline.
+
+TF32 hands the float32 bits to the tensor cores as they are (they truncate to TF32); _check.tf32_tolerance bounds it.
 
 run_fast() is the planner's entry: it takes a product only on a compute capability 9.0 device, with m and n at
 least FAST_MIN_SIDE and at least FAST_MIN_FLOPS in all (below that the tiles are mostly padding or the call is
@@ -35,11 +39,18 @@ LINE = 128  # bytes of k per stage: one 128-byte swizzle line (BK = LINE / items
 SIMPLE_BN, SIMPLE_STAGES, SIMPLE_THREADS = 128, 4, 256
 FAST_BNS, FAST_THREADS = (256, 128), 384
 FAST_STAGES = {256: 4, 128: 6}  # as the kernel's STAGES: the deepest ring that fits in shared memory
+# (BN, CLUSTER) instantiations of the fast kernel. FAST_CLUSTER: the planner's largest cluster (1 turns clusters off).
+FAST_CONFIGS = ((256, 1), (256, 2), (128, 1), (128, 2))
+FAST_CLUSTER = 2
 FAST_MIN_SIDE = 64  # one wgmma's rows: a thinner C is mostly padding in a 128-row tile
 FAST_MIN_FLOPS = 2 * 512 ** 3  # below this a call is bound by host time whichever kernel runs it
 # Relative time of one BN = 256 tile and one BN = 128 tile (twice the area; the narrower tile reads more shared
 # memory per product): the planner's choice between them, by waves of persistent blocks.
 TILE_COST = {256: 2.0, 128: 1.1}
+# Relative time of a tile run in a cluster of that size: a pair reads its shared B tile from L2 once.
+CLUSTER_COST = {1: 1.0, 2: 0.95}
+THROUGHPUT_THREADS = 256  # wgmma_throughput: two warpgroups
+THROUGHPUT_SHARED = (64 + 256) * LINE + 1024  # one stage of a 64-row A tile and a 256-row B tile, aligned
 MAX_GRID_Z = 65535  # the simple kernel's grid: y (m tiles) and z (products) at most this
 
 _ctype = _compile.ctype
@@ -54,7 +65,7 @@ SIMPLE_SHARED = shared_bytes(SIMPLE_BN, SIMPLE_STAGES, SIMPLE_STAGES)
 
 
 def fast_shared(bn: int) -> int:
-    return shared_bytes(bn, FAST_STAGES[bn], 3 * FAST_STAGES[bn])  # full, empty, loaded (TF32)
+    return shared_bytes(bn, FAST_STAGES[bn], 2 * FAST_STAGES[bn])  # full, empty
 
 
 def _layouts(name: str):
@@ -62,22 +73,32 @@ def _layouts(name: str):
     return ((False, False),) if name == "float32" else ((False, False), (False, True), (True, False), (True, True))
 
 
-def expression(kind: str, name: str, a_mn: bool, b_mn: bool, bn: int = SIMPLE_BN) -> str:
+def expression(kind: str, name: str, a_mn: bool = False, b_mn: bool = False, bn: int = SIMPLE_BN,
+               cluster: int = 1) -> str:
     if kind == "wgmma":
         return _compile.instantiation("matmul_wgmma", _ctype(name), a_mn, b_mn)
-    return _compile.instantiation("matmul_wgmma_fast", _ctype(name), bn, a_mn, b_mn)
+    if kind == "throughput":
+        return _compile.instantiation("wgmma_throughput", _ctype(name))
+    return _compile.instantiation("matmul_wgmma_fast", _ctype(name), bn, cluster, a_mn, b_mn)
+
+
+THROUGHPUT_DTYPES = ("float16", "float32")  # f16 and TF32 wgmma: the ceiling of each precision's tensor cores
 
 
 @functools.lru_cache(maxsize=None)
 def group(kind: str, name: str) -> tuple[str, ...]:
-    """One module per (kernel, dtype): every layout (and tile width) of it."""
-    bns = (SIMPLE_BN,) if kind == "wgmma" else FAST_BNS
-    return tuple(expression(kind, name, a, b, bn) for bn in bns for a, b in _layouts(name))
+    """One module per (kernel, dtype): every layout (and tile width, cluster size) of it; the ceiling kernels of
+    every dtype in one module (name ignored)."""
+    if kind == "throughput":
+        return tuple(expression(kind, t) for t in THROUGHPUT_DTYPES)
+    if kind == "wgmma":
+        return tuple(expression(kind, name, a, b) for a, b in _layouts(name))
+    return tuple(expression(kind, name, a, b, bn, c) for bn, c in FAST_CONFIGS for a, b in _layouts(name))
 
 
 def instantiation_groups():
     """Every module this family builds, for the GPU-less compile check (for ARCHS only)."""
-    return [group(kind, name) for kind in ("wgmma", "wgmma_fast") for name in DTYPES]
+    return [group(kind, name) for kind in ("wgmma", "wgmma_fast") for name in DTYPES] + [group("throughput", "")]
 
 
 @functools.lru_cache(maxsize=None)
@@ -166,7 +187,8 @@ def _operand(x, row_axis: int, count: int, stride: int, k_major: bool):
 
 def _map_for(name: str, ptr: int, mn: bool, ld: int, bstride: int, count: int, rows: int, k: int, box_rows: int,
              item: int) -> bytes:
-    """The operand's tensor map: K-major boxes of (BK, box_rows), MN-major boxes of (64, BK); batch outermost."""
+    """The operand's tensor map: K-major boxes of (BK, box_rows) (a cluster's B: its share of the tile's rows),
+    MN-major boxes of (64, BK); batch outermost."""
     bk = LINE // item
     dims = (rows, k) if mn else (k, rows)
     batch_bytes = bstride * item if bstride else ld * item * max(dims[1], 1)
@@ -174,8 +196,29 @@ def _map_for(name: str, ptr: int, mn: bool, ld: int, bstride: int, count: int, r
     return tensor_map(name, ptr, dims + (count if bstride else 1,), (ld * item, batch_bytes), box)
 
 
-def _kernel(kind: str, name: str, a_mn: bool, b_mn: bool, bn: int = SIMPLE_BN):
-    return _compile.kernel_for_arch(FAMILY, expression(kind, name, a_mn, b_mn, bn), group(kind, name), ARCH)
+def _kernel(kind: str, name: str, a_mn: bool, b_mn: bool, bn: int = SIMPLE_BN, cluster: int = 1):
+    return _compile.kernel_for_arch(FAMILY, expression(kind, name, a_mn, b_mn, bn, cluster), group(kind, name), ARCH)
+
+
+_max_clusters: dict = {}
+
+
+def max_clusters(fn, threads: int, shared: int, cluster: int) -> int:
+    """How many clusters of `cluster` blocks of `fn` the device runs at once (cuOccupancyMaxActiveClusters: a
+    cluster sits in one GPC, so an odd SM of a GPC stays idle); 0 where the driver refuses."""
+    key = (fn, threads, shared, cluster)
+    found = _max_clusters.get(key)
+    if found is None:
+        state = _compile._launch_state(fn, shared)  # the dynamic shared-memory cap the query assumes
+        attribute = _compile._LaunchAttribute(id=_compile.CLUSTER_DIMENSION)
+        attribute.value[:3] = (cluster, 1, 1)
+        config = _compile._LaunchConfig((ctypes.c_uint * 3)(cluster, 1, 1), (ctypes.c_uint * 3)(threads, 1, 1),
+                                        shared, None, ctypes.pointer(attribute), 1)
+        count = ctypes.c_int(0)
+        result = _compile._driver().cuOccupancyMaxActiveClusters(ctypes.byref(count), ctypes.c_void_p(state.function),
+                                                                 ctypes.byref(config))
+        _max_clusters[key] = found = count.value if result == 0 else 0
+    return found
 
 
 def _check(A, B, out, batch):
@@ -189,9 +232,9 @@ def _check(A, B, out, batch):
     return name, m, k, B.shape[1], int(batch[0])
 
 
-def run_wgmma(kind: str, A, B, out, batch=(1, 0, 0), bn: int | None = None) -> None:
+def run_wgmma(kind: str, A, B, out, batch=(1, 0, 0), bn: int | None = None, cluster: int | None = None) -> None:
     """out = A @ B (count products: A + z*batch[1], B + z*batch[2], out + z*m*n elements) on `kind` ("wgmma" or
-    "wgmma_fast"; bn picks the fast kernel's tile width, by default the planner's)."""
+    "wgmma_fast"; bn and cluster pick the fast kernel's tile width and cluster size, by default the planner's)."""
     name, m, k, n, count = _check(A, B, out, batch)
     if not available(out.device.id):
         raise RuntimeError("cudakit.matmul: the wgmma kernels run on compute capability 9.0 (sm_90a) devices only")
@@ -206,12 +249,12 @@ def run_wgmma(kind: str, A, B, out, batch=(1, 0, 0), bn: int | None = None) -> N
     item = out.itemsize
     device = out.device.id
     if kind == "wgmma":
-        bn = SIMPLE_BN
-    elif bn is None:
-        bn = fast_tile(m, n, count, device)
+        bn, cluster = SIMPLE_BN, 1
+    else:
+        bn, cluster, slots = fast_plan(name, a_mn, b_mn, m, n, count, device, bn, cluster)
     a_map = _map_for(name, a_ptr, a_mn, lda, sa, count, m, k, BM, item)
-    b_map = _map_for(name, b_ptr, b_mn, ldb, sb, count, n, k, bn, item)
-    fn = _kernel(kind, name, a_mn, b_mn, bn)
+    b_map = _map_for(name, b_ptr, b_mn, ldb, sb, count, n, k, bn // cluster, item)
+    fn = _kernel(kind, name, a_mn, b_mn, bn, cluster)
     if kind == "wgmma":
         if -(-m // BM) > MAX_GRID_Z:
             raise ValueError(f"cudakit.matmul: the wgmma variant takes m up to {MAX_GRID_Z * BM} (a grid row per tile)")
@@ -220,21 +263,46 @@ def run_wgmma(kind: str, A, B, out, batch=(1, 0, 0), bn: int | None = None) -> N
             _compile.launch(fn, grid, (SIMPLE_THREADS,), (a_map, b_map, out.data.ptr, m, n, k, int(sa > 0),
                                                            int(sb > 0), z0), shared_mem=SIMPLE_SHARED)
     else:
-        tiles = -(-m // BM) * -(-n // bn) * count
-        grid = (min(tiles, sm_count(device)),)  # persistent: one block per SM at most (its shared memory)
+        # persistent: at most the blocks resident at once (one per SM, in whole clusters), each walking tiles
+        tiles = -(-m // (BM * cluster)) * cluster * -(-n // bn) * count
+        grid = (min(tiles, slots),)
         _compile.launch(fn, grid, (FAST_THREADS,), (a_map, b_map, out.data.ptr, m, n, k, count, int(sa > 0),
-                                                    int(sb > 0)), shared_mem=fast_shared(bn))
+                                                    int(sb > 0)), shared_mem=fast_shared(bn),
+                        cluster=(cluster, 1, 1) if cluster > 1 else None)
     del keep_a, keep_b  # the copies' memory returns to CuPy's pool in stream order, after the kernel
 
 
-def fast_tile(m: int, n: int, count: int, device_id: int) -> int:
-    """The fast kernel's BN: fewest waves of persistent blocks, each tile weighted by TILE_COST."""
-    sms = sm_count(device_id)
+def _slots(name: str, a_mn: bool, b_mn: bool, bn: int, cluster: int, device_id: int) -> int:
+    """Blocks of the fast kernel (bn, cluster) resident at once: one per SM, in whole clusters."""
+    if cluster == 1:
+        return sm_count(device_id)
+    fn = _kernel("wgmma_fast", name, a_mn, b_mn, bn, cluster)
+    return cluster * max_clusters(fn, FAST_THREADS, fast_shared(bn), cluster)
 
-    def cost(bn):
-        return math.ceil(-(-m // BM) * -(-n // bn) * count / sms) * TILE_COST[bn]
 
-    return min(FAST_BNS, key=lambda bn: (cost(bn), -bn))
+def fast_plan(name: str, a_mn: bool, b_mn: bool, m: int, n: int, count: int, device_id: int,
+              bn: int | None = None, cluster: int | None = None) -> tuple[int, int, int]:
+    """The fast kernel's (BN, cluster size, resident blocks): fewest waves of persistent blocks (tile rows padded to
+    whole clusters), each tile weighted by TILE_COST and CLUSTER_COST; ties to the wider tile, the larger cluster.
+    bn or cluster given: the best plan with them (cluster 2 where the driver runs none: cluster 1)."""
+    best = None
+    for b, c in FAST_CONFIGS:
+        if (bn is not None and b != bn) or (cluster is not None and c != cluster) or \
+                (cluster is None and c > FAST_CLUSTER):
+            continue
+        slots = _slots(name, a_mn, b_mn, b, c, device_id)
+        if slots < c:
+            continue  # the driver runs no such cluster here
+        tiles = -(-m // (BM * c)) * c * -(-n // b) * count
+        cost = math.ceil(tiles / slots) * TILE_COST[b] * CLUSTER_COST[c]
+        key = (cost, -b, -c)
+        if best is None or key < best[0]:
+            best = (key, b, c, slots)
+    if best is None:
+        if cluster is not None and cluster > 1:
+            return fast_plan(name, a_mn, b_mn, m, n, count, device_id, bn, 1)
+        raise RuntimeError(f"cudakit.matmul: no wgmma_fast configuration of BN {bn}")
+    return best[1], best[2], best[3]
 
 
 def run_fast(A, B, out, batch=(1, 0, 0)) -> bool:
@@ -250,6 +318,33 @@ def run_fast(A, B, out, batch=(1, 0, 0)) -> bool:
         return False
     run_wgmma("wgmma_fast", A, B, out, batch)
     return True
+
+
+def ceiling_sink_size(device_id: int) -> int:
+    """The float32 elements wgmma_throughput's sink needs on that device: one per thread of its grid."""
+    return sm_count(device_id) * THROUGHPUT_THREADS
+
+
+def wgmma_throughput(name: str, iterations: int, sink) -> float:
+    """Launch the tensor cores' ceiling kernel on sink's device (current stream) and return the floating-point
+    operations it performs: one block per SM, two warpgroups each issuing `iterations` rounds of one stage's
+    m64n256 wgmma (k16 float16, or k8 TF32 for name "float32") from shared memory. Time it around this call.
+    sink: a float32 CuPy array of at least ceiling_sink_size(device) elements (written only in theory)."""
+    if name not in THROUGHPUT_DTYPES:
+        raise ValueError(f"cudakit: wgmma_throughput takes {' or '.join(THROUGHPUT_DTYPES)}, got {name!r}")
+    device = sink.device.id
+    if not available(device):
+        raise RuntimeError("cudakit: wgmma_throughput runs on compute capability 9.0 (sm_90a) devices only")
+    blocks = sm_count(device)
+    if sink.dtype != np.float32 or sink.size < blocks * THROUGHPUT_THREADS:
+        raise ValueError(f"cudakit: wgmma_throughput needs a float32 sink of {blocks * THROUGHPUT_THREADS} elements")
+    if not 0 <= iterations < 2 ** 31:
+        raise ValueError(f"cudakit: wgmma_throughput takes 0 <= iterations < 2^31, got {iterations}")
+    with cupy.cuda.Device(device):
+        fn = _compile.kernel_for_arch(FAMILY, expression("throughput", name), group("throughput", ""), ARCH)
+        _compile.launch(fn, (blocks,), (THROUGHPUT_THREADS,), (sink, int(iterations)), shared_mem=THROUGHPUT_SHARED)
+    k_per_round = LINE // np.dtype(name).itemsize  # one stage: 128 bytes of k
+    return 2.0 * 64 * 256 * k_per_round * 2 * iterations * blocks
 
 
 def _variant_run(kind: str):

@@ -47,7 +47,9 @@ class TcTile:
         return self.bm // self.wm * (self.bn // self.wn) * 32
 
     def shared_bytes(self, itemsize: int) -> int:
-        return self.stages * (self.bm + self.bn) * self.bk * itemsize
+        """The ring of slices, or C's tile staged on its way out (rows padded by 8 elements) where that is larger:
+        TcShared in matmul_tc.cu."""
+        return max(self.stages * (self.bm + self.bn) * self.bk, self.bm * (self.bn + 8)) * itemsize
 
     def expression(self, ctype: str, a_kc: bool, b_kc: bool) -> str:
         return instantiation("matmul_tc_mma", ctype, a_kc, b_kc, self.bm, self.bn, self.bk, self.wm, self.wn,

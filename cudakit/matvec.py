@@ -271,9 +271,10 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
             run(A, x if x.flags.c_contiguous else _args.c_contiguous(x), out if out.ndim == 1 else out.reshape(-1))
         elif variant == "fast" and run_batched(A, x, out, batch):
             pass
-        elif variant == "fast" and A.ndim == 2 and dtype in _args.FLOATS:  # one matrix, many vectors: X @ A.T
-            xs = cupy.broadcast_to(x, batch + (n,)).reshape(-1, n)
-            importlib.import_module(__package__ + ".matmul")._run_fast(xs, A.T, out.reshape(-1, m))
+        elif variant == "fast" and A.ndim == 2:  # one matrix, many vectors: X @ A.T (16-bit: on the tensor cores)
+            xs = _args.c_contiguous(cupy.broadcast_to(x, batch + (n,))).reshape(-1, n)
+            mm = importlib.import_module(__package__ + ".matmul")
+            (mm._run_fast if dtype in _args.FLOATS else mm._run_fast_tensor_core)(xs, A.T, out.reshape(-1, m))
         else:
             A, x = cupy.broadcast_to(A, batch + (m, n)), cupy.broadcast_to(x, batch + (n,))
             c = out.reshape(batch + (m,))

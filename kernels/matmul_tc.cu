@@ -20,14 +20,14 @@ __device__ __forceinline__ void tc_batch_offsets(In& A, In& B, Out& C, int m, in
     C += blockIdx.z * ((index_t)m * n);
 }
 
-// The C tile of this block from a 1-D grid: consecutive blocks sweep 8 tile-rows column by column, so the blocks
-// resident together share rows of A and columns of B in L2.
-__device__ __forceinline__ void tc_tile_origin(int m, int n, int bm, int bn, int& m0, int& n0) {
-    const int GROUP_M = 8;
+// The C tile of this block from a 1-D grid: consecutive blocks sweep GROUP_M tile-rows column by column, so the
+// blocks resident together share rows of A and columns of B in L2. A group about as tall (in elements) as the
+// resident blocks are wide keeps the A and B panels they read together smallest.
+__device__ __forceinline__ void tc_tile_origin(int m, int n, int bm, int bn, int group_m, int& m0, int& n0) {
     const int tiles_m = (m + bm - 1) / bm, tiles_n = (n + bn - 1) / bn;
-    const int per_group = GROUP_M * tiles_n, tile = blockIdx.x;
-    const int first_m = tile / per_group * GROUP_M;
-    const int rows = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+    const int per_group = group_m * tiles_n, tile = blockIdx.x;
+    const int first_m = tile / per_group * group_m;
+    const int rows = tiles_m - first_m < group_m ? tiles_m - first_m : group_m;
     const int in_group = tile % per_group;
     m0 = (first_m + in_group % rows) * bm;
     n0 = in_group / rows * bn;
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(WMMA_THREADS, 1)  // 1: else ptxas trades regi
     __shared__ __align__(32) float Cs[WMMA_THREADS / 32][16 * 16];  // one fragment of C per warp on its way out
     tc_batch_offsets(A, B, C, m, n, batch_a, batch_b);
     int m0, n0;
-    tc_tile_origin(m, n, WMMA_BM, WMMA_BN, m0, n0);
+    tc_tile_origin(m, n, WMMA_BM, WMMA_BN, 8, m0, n0);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wm = warp / 2 * 32, wn = warp % 2 * 32;
 
@@ -225,6 +225,9 @@ __global__ void __launch_bounds__(WMMA_THREADS, 1)  // 1: else ptxas trades regi
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int bytes) {  // bytes < 16: zero-filled
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src) {  // all 16 bytes exist
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
@@ -256,7 +259,7 @@ template <typename T> struct Mma;
 template <> struct Mma<half_t> {
     static constexpr int K = 16;
     static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                      "{%8, %9}, {%0, %1, %2, %3};"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -265,7 +268,7 @@ template <> struct Mma<half_t> {
 template <> struct Mma<bfloat16_t> {
     static constexpr int K = 16;
     static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                      "{%8, %9}, {%0, %1, %2, %3};"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -274,7 +277,7 @@ template <> struct Mma<bfloat16_t> {
 template <> struct Mma<float> {
     static constexpr int K = 8;
     static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                      "{%8, %9}, {%0, %1, %2, %3};"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -306,67 +309,103 @@ struct SwizzledTile {
 };
 
 // Moves one operand's slices, global -> shared, with cp.async: each thread copies PER_THREAD chunks a slice, one
-// chunk position of lines LINE_STEP apart. A chunk that is partly past the operand's edge (rows, or depth k) copies
-// only the bytes that exist and zero-fills the rest; one wholly past it copies nothing (src-size 0) and reads the
-// base address, which is in bounds. The host guarantees 16-byte aligned bases and ld a multiple of V.
+// chunk position of lines LINE_STEP apart, so its shared offsets are one offset plus multiples of JUMP (the swizzle
+// repeats every 8 lines, 4 for SCALAR tiles) and its global addresses one pointer plus multiples of `step`.
+// WHOLE: the caller knows every row of the block and every k of the slice exist; no bounds checks. Otherwise a chunk
+// partly past the operand's edge (rows, or depth k) copies only the bytes that exist and zero-fills the rest; one
+// wholly past it copies nothing (src-size 0) and reads the base address, which is in bounds. The host guarantees
+// 16-byte aligned bases and ld a multiple of V.
 template <typename T, int ROWS, int BK, bool KC, int THREADS>
 struct AsyncLoader {
     typedef SwizzledTile<T, ROWS, BK, KC> Tile;
     static constexpr int V = Tile::V, LINE_STEP = THREADS / Tile::CHUNKS;
     static constexpr int PER_THREAD = Tile::LINES * Tile::CHUNKS / THREADS;
+    static constexpr unsigned JUMP = LINE_STEP * Tile::CHUNKS * 16;
     static_assert(THREADS % Tile::CHUNKS == 0 && PER_THREAD >= 1 && PER_THREAD * LINE_STEP == Tile::LINES,
                   "the threads cover a slice in whole passes");
+    static_assert(PER_THREAD == 1 || LINE_STEP % (Tile::SCALAR ? 4 : 8) == 0, "a thread's lines share a swizzle");
     const T* const base;
     const T* src;          // this thread's first chunk in the next slice
-    const index_t ld;
-    const int line0, chunk;
-    int lines_left;        // KC: rows of the operand from this thread's first line on; else depth from it on
-    int elems_left;        // KC: depth from this chunk's first element on; else rows from it on
+    const index_t step;    // elements from one of its chunks to the next (LINE_STEP lines)
+    const unsigned soff;   // byte offset of its first chunk in a slot
+    const int row_room;    // KC: rows of the operand from this thread's first line on; else from its chunk on
+    int k_room;            // KC: depth of the next slice from this chunk's first element on; else from its first line
 
-    __device__ __forceinline__ AsyncLoader(const T* p, index_t ld_, int row0, int rows, int k, int tid)
-        : base(p), ld(ld_), line0(tid / Tile::CHUNKS), chunk(tid % Tile::CHUNKS) {
-        // element (row r, depth kk): p[r * ld + kk] when KC, p[kk * ld + r] otherwise
-        src = KC ? p + (index_t)(row0 + line0) * ld + chunk * V : p + (index_t)line0 * ld + row0 + chunk * V;
-        lines_left = KC ? rows - row0 - line0 : k - line0;
-        elems_left = KC ? k - chunk * V : rows - row0 - chunk * V;
-    }
+    __device__ __forceinline__ AsyncLoader(const T* p, index_t ld, int row0, int rows, int k, int tid)
+        : base(p),
+          src(KC ? p + (index_t)(row0 + tid / Tile::CHUNKS) * ld + tid % Tile::CHUNKS * V
+                 : p + (index_t)(tid / Tile::CHUNKS) * ld + row0 + tid % Tile::CHUNKS * V),
+          step(LINE_STEP * ld), soff(Tile::offset(tid / Tile::CHUNKS, tid % Tile::CHUNKS)),
+          row_room(KC ? rows - row0 - tid / Tile::CHUNKS : rows - row0 - tid % Tile::CHUNKS * V),
+          k_room(KC ? k - tid % Tile::CHUNKS * V : k - tid / Tile::CHUNKS) {}
 
-    __device__ __forceinline__ void load(unsigned stage) {
-        const int elems = elems_left < V ? elems_left : V;
+    // Part `part` of `parts` of the next slice into the slot at byte address `slot`: chunks j = part, part + parts, ...
+    // The last part also steps on to the following slice.
+    template <bool WHOLE>
+    __device__ __forceinline__ void load(unsigned slot, int part, int parts) {
+        const T* p = src + part * step;
+        const int e = KC ? k_room : row_room, elems = e < V ? e : V, lines = KC ? row_room : k_room;
 #pragma unroll
-        for (int j = 0; j < PER_THREAD; ++j) {
-            const bool any = lines_left > j * LINE_STEP && elems > 0;
-            cp_async16(stage + Tile::offset(line0 + j * LINE_STEP, chunk), any ? src + j * LINE_STEP * ld : base,
-                       any ? elems * (int)sizeof(T) : 0);
+        for (int j = part; j < PER_THREAD; j += parts, p += parts * step) {
+            if (WHOLE) {
+                cp_async16(slot + soff + j * JUMP, p);
+            } else {
+                const bool any = lines > j * LINE_STEP && elems > 0;
+                cp_async16(slot + soff + j * JUMP, any ? p : base, any ? elems * (int)sizeof(T) : 0);
+            }
         }
-        src += KC ? (index_t)BK : BK * ld;
-        if (KC) elems_left -= BK; else lines_left -= BK;
+        if (part == parts - 1) {
+            src += KC ? (index_t)BK : PER_THREAD * step;  // (not KC: BK = PER_THREAD * LINE_STEP lines)
+            k_room -= BK;
+        }
     }
 };
 
-// A warp's fragments of one K-deep step, read from a slice in shared memory (byte address s):
-// FM 16-row fragments of A from row wm on, FN 8-column fragments of B from column wn on.
-template <typename T, bool A_KC, bool B_KC, int BM, int BN, int BK, int FM, int FN>
+template <bool B> struct TcBool { static constexpr bool value = B; };
+
+// A warp's fragments of one K-deep step ks of a slice (slot at byte address s): FM 16-row fragments of A from row wm
+// on, FN 8-column fragments of B from column wn on. Each lane's byte offsets in a slot are one per-thread base, XORed
+// with a constant (the chunk positions the swizzle moves: the step's chunks, or the fragment's) and plus a constant
+// (the lines it does not move): the swizzle acts on whole bits of a chunk index when chunks per line, WM and WN are
+// powers of 2, and the lines of a step or fragment start on multiples of its 8-line period.
+template <typename T_, bool A_KC, bool B_KC, int BM, int BN, int BK, int WM, int WN>
 struct FragmentReader {
+    typedef T_ T;
     typedef SwizzledTile<T, BM, BK, A_KC> TileA;
     typedef SwizzledTile<T, BN, BK, B_KC> TileB;
-    static constexpr int K = Mma<T>::K, KCH = K * (int)sizeof(T) / 16;  // chunks a step deep (2 for every type)
+    static constexpr int FM = WM / 16, FN = WN / 8, K = Mma<T>::K, KCH = K * (int)sizeof(T) / 16;  // KCH = 2
+    static constexpr unsigned LA = TileA::CHUNKS * 16, LB = TileB::CHUNKS * 16;  // bytes per line
+    static_assert((TileA::CHUNKS & (TileA::CHUNKS - 1)) == 0 && (TileB::CHUNKS & (TileB::CHUNKS - 1)) == 0 &&
+                  (WM & (WM - 1)) == 0 && (WN & (WN - 1)) == 0, "powers of 2");
+    unsigned a0, b0;  // this lane's offsets of step 0's first fragments
 
-    static __device__ __forceinline__ void a(unsigned (&f)[FM][4], unsigned s, int wm, int ks, int lane) {
+    __device__ __forceinline__ FragmentReader(int wm, int wn, int lane) {
         const int g = lane / 4, t = lane % 4;
+        if (A_KC)  // lines = rows: matrices (rows 0-7, 8-15) x (chunk 0, 1) in the order a[0..3]
+            a0 = TileA::offset(wm + lane % 16, lane / 16);
+        else if (!TileA::SCALAR)  // lines = k: matrices (k 0-7, 8-15) x (rows 0-7, 8-15), transposed
+            a0 = TileA::offset(lane % 8 + lane / 16 * 8, wm / 8 + lane / 8 % 2);
+        else  // 4-byte loads: line t, row g of the fragment
+            a0 = TileA::offset(t, (wm + g) / 4) + g % 4 * 4;
+        if (B_KC)  // lines = columns: matrices (cols 0-7) x (chunk 0, 1), then (cols 8-15) x (chunk 0, 1)
+            b0 = TileB::offset(wn + lane % 8 + lane / 16 * 8, lane / 8 % 2);
+        else if (!TileB::SCALAR)  // lines = k: matrices (k 0-7, 8-15) x (cols 0-7), then cols 8-15, transposed
+            b0 = TileB::offset(lane % 8 + lane / 8 % 2 * 8, wn / 8 + lane / 16);
+        else
+            b0 = TileB::offset(t, (wn + g) / 4) + g % 4 * 4;
+    }
+
+    __device__ __forceinline__ void a(unsigned (&f)[FM][4], unsigned s, int ks) const {
 #pragma unroll
         for (int i = 0; i < FM; ++i) {
-            const int m0 = wm + i * 16;
-            if (A_KC) {  // lines = rows: matrices (rows 0-7, 8-15) x (chunk 0, 1) in the order a[0..3]
-                ldmatrix_x4(f[i], s + TileA::offset(m0 + lane % 16, ks * KCH + lane / 16));
-            } else if (!TileA::SCALAR) {  // lines = k: matrices (k 0-7, 8-15) x (rows 0-7, 8-15) transposed
-                ldmatrix_x4_trans(f[i], s + TileA::offset(ks * 16 + lane % 8 + lane / 16 * 8, m0 / 8 + lane / 8 % 2));
-            } else {
+            if (A_KC) {
+                ldmatrix_x4(f[i], s + (a0 ^ ks * KCH * 16) + i * 16 * LA);
+            } else if (!TileA::SCALAR) {
+                ldmatrix_x4_trans(f[i], s + (a0 ^ i * 2 * 16) + ks * 16 * LA);
+            } else {  // a[q]: line t + q / 2 * 4, row g + q % 2 * 8 (chunk + 2)
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int line = ks * 8 + t + q / 2 * 4, row = m0 + g + q % 2 * 8;
-                    f[i][q] = __float_as_uint(lds_f32(s + TileA::offset(line, row / 4) + row % 4 * 4));
-                }
+                for (int q = 0; q < 4; ++q)
+                    f[i][q] = __float_as_uint(lds_f32(s + (a0 ^ (i * 4 + q % 2 * 2) * 16) + (ks * 8 + q / 2 * 4) * LA));
             }
             if (sizeof(T) == 4)
 #pragma unroll
@@ -374,22 +413,18 @@ struct FragmentReader {
         }
     }
 
-    static __device__ __forceinline__ void b(unsigned (&f)[FN][2], unsigned s, int wn, int ks, int lane) {
-        const int g = lane / 4, t = lane % 4;
+    __device__ __forceinline__ void b(unsigned (&f)[FN][2], unsigned s, int ks) const {
 #pragma unroll
         for (int j = 0; j < FN; j += 2) {  // two 8-column fragments per ldmatrix
-            const int n0 = wn + j * 8;
             unsigned r[4];
-            if (B_KC) {  // lines = columns: matrices (cols 0-7) x (chunk 0, 1), then (cols 8-15) x (chunk 0, 1)
-                ldmatrix_x4(r, s + TileB::offset(n0 + lane % 8 + lane / 16 * 8, ks * KCH + lane / 8 % 2));
-            } else if (!TileB::SCALAR) {  // lines = k: matrices (k 0-7, 8-15) x (cols 0-7), then cols 8-15
-                ldmatrix_x4_trans(r, s + TileB::offset(ks * 16 + lane % 8 + lane / 8 % 2 * 8, n0 / 8 + lane / 16));
-            } else {
+            if (B_KC) {
+                ldmatrix_x4(r, s + (b0 ^ ks * KCH * 16) + j * 8 * LB);
+            } else if (!TileB::SCALAR) {
+                ldmatrix_x4_trans(r, s + (b0 ^ j * 16) + ks * 16 * LB);
+            } else {  // r[q]: line t + q % 2 * 4, column g + q / 2 * 8 (chunk + 2)
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int line = ks * 8 + t + q % 2 * 4, col = n0 + g + q / 2 * 8;
-                    r[q] = __float_as_uint(lds_f32(s + TileB::offset(line, col / 4) + col % 4 * 4));
-                }
+                for (int q = 0; q < 4; ++q)
+                    r[q] = __float_as_uint(lds_f32(s + (b0 ^ (j * 2 + q / 2 * 2) * 16) + (ks * 8 + q % 2 * 4) * LB));
             }
 #pragma unroll
             for (int q = 0; q < 4; ++q) f[j + q / 2][q % 2] = sizeof(T) == 4 ? to_tf32(__uint_as_float(r[q])) : r[q];
@@ -397,26 +432,89 @@ struct FragmentReader {
     }
 };
 
-// The Ampere tensor-core kernel: BM x BN block tiles, BK-deep slices in a STAGES-slot cp.async ring, each warp
-// a WM x WN tile of m16n8 accumulators, the next step's fragments loaded while the current step multiplies.
+// The main loop of matmul_tc_mma: slices t < end, copying slice t + STAGES - 1 as they go (WHOLE: it exists and
+// lies inside the operands' edges). Per slice one commit group and one barrier; fragments double-buffered across the
+// steps of a slice and across slices: each step reads the next step's fragments, issues its part of the copies, then
+// multiplies. The last step waits for slice t + 1, passes the barrier and reads that slice's first fragments before
+// its own products, so the tensor cores have work while the loads are in flight.
+template <bool WHOLE, int STEPS, int STAGES, typename Reader, typename LoadA, typename LoadB, int FM, int FN>
+__device__ __forceinline__ void tc_main_loop(int& t, int end, int slices, int& rs, int& ws, unsigned sa, unsigned sb,
+                                             const Reader& rd, LoadA& la, LoadB& lb, unsigned (&fa)[2][FM][4],
+                                             unsigned (&fb)[2][FN][2], float (&acc)[FM][FN][4]) {
+    typedef typename Reader::TileA TileA;
+    typedef typename Reader::TileB TileB;
+    typedef typename Reader::T T;
+    for (; t < end; ++t) {
+        const unsigned as = sa + rs * TileA::BYTES, bs = sb + rs * TileB::BYTES;
+        const bool more = WHOLE || t + STAGES - 1 < slices;
+#pragma unroll
+        for (int ks = 0; ks < STEPS; ++ks) {
+            if (ks + 1 < STEPS) {  // the next step's fragments are on their way during this step's products
+                rd.a(fa[(ks + 1) % 2], as, ks + 1);
+                rd.b(fb[(ks + 1) % 2], bs, ks + 1);
+            }
+            if (more) {  // slot ws was last read in slice t - 1, before the barrier that ended it
+                la.template load<WHOLE>(sa + ws * TileA::BYTES, ks, STEPS);
+                lb.template load<WHOLE>(sb + ws * TileB::BYTES, ks, STEPS);
+            }
+            if (ks + 1 == STEPS) {
+                cp_async_commit();
+                cp_async_wait<STAGES - 2>();  // slice t + 1 has landed (this thread's copies) ...
+                __syncthreads();              // ... everyone's; and every warp is done with slice t's fragments
+                rs = rs + 1 == STAGES ? 0 : rs + 1;
+                ws = ws + 1 == STAGES ? 0 : ws + 1;
+                // slice t + 1's first fragments (past the last slice: stale values of a slot, never used)
+                rd.a(fa[0], sa + rs * TileA::BYTES, 0);
+                rd.b(fb[0], sb + rs * TileB::BYTES, 0);
+            }
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j) {
+                    const int jj = i % 2 ? FN - 1 - j : j;  // serpentine: consecutive products share a fragment
+                    Mma<T>::run(acc[i][jj], fa[ks % 2][i], fb[ks % 2][jj]);
+                }
+        }
+    }
+}
+
+// Shared memory of a block of a tile: the ring of slices, or C's tile (rows padded by 8 elements, whole 16-byte
+// chunks, so neither the fragment stores nor the row reads conflict) when that is larger. The host's
+// TcTile.shared_bytes is the same formula.
+template <typename T, int BM, int BN, int BK, int STAGES>
+struct TcShared {
+    static constexpr int CLD = BN + 8;
+    static constexpr int SLICES = STAGES * (BM + BN) * BK * (int)sizeof(T), C = BM * CLD * (int)sizeof(T);
+    static constexpr int BYTES = SLICES > C ? SLICES : C;
+};
+
+// The Ampere tensor-core kernel: BM x BN block tiles, BK-deep slices in a STAGES-slot cp.async ring, each warp a
+// WM x WN tile of m16n8 accumulators. Per slice one barrier and one commit group; fragments are double-buffered
+// across the steps of a slice and across slices: each step first reads the next step's fragments, then issues its
+// part of the copies of the slice STAGES - 1 ahead, then multiplies. The last step of a slice waits for the next
+// slice, passes the barrier and reads that slice's first fragments before its own products, so the tensor cores
+// have work while the loads are in flight.
 template <typename T, bool A_KC, bool B_KC, int BM, int BN, int BK, int WM, int WN, int STAGES>
 __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)  // 1: else ptxas trades registers for spills
     matmul_tc_mma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int m, int n, int k,
                   index_t lda, index_t ldb, index_t batch_a, index_t batch_b) {
 #if __CUDA_ARCH__ >= 800
     constexpr int THREADS = BM / WM * (BN / WN) * 32, FM = WM / 16, FN = WN / 8, STEPS = BK / Mma<T>::K;
-    static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % Mma<T>::K == 0 && STAGES >= 2, "tile shape");
-    typedef FragmentReader<T, A_KC, B_KC, BM, BN, BK, FM, FN> Reader;
+    static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % Mma<T>::K == 0 && STAGES >= 3, "tile shape");
+    static_assert(STEPS % 2 == 0, "a slice's steps end on the fragment buffer the next slice starts on");
+    typedef FragmentReader<T, A_KC, B_KC, BM, BN, BK, WM, WN> Reader;
     typedef typename Reader::TileA TileA;
     typedef typename Reader::TileB TileB;
-    extern __shared__ __align__(128) unsigned char tc_slices[];  // STAGES slices of A, then STAGES of B
+    typedef TcShared<T, BM, BN, BK, STAGES> Shared;
+    extern __shared__ __align__(128) unsigned char tc_slices[];  // STAGES slices of A, then STAGES of B; then C
     const unsigned sa = smem_u32(tc_slices), sb = sa + STAGES * TileA::BYTES;
 
     tc_batch_offsets(A, B, C, m, n, batch_a, batch_b);
     int m0, n0;
-    tc_tile_origin(m, n, BM, BN, m0, n0);
+    tc_tile_origin(m, n, BM, BN, BN >= 2 * BM ? 16 : 8, m0, n0);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wm = warp / (BN / WN) * WM, wn = warp % (BN / WN) * WN;
+    const Reader rd(wm, wn, lane);
     AsyncLoader<T, BM, BK, A_KC, THREADS> la(A, lda, m0, m, k, tid);
     AsyncLoader<T, BN, BK, B_KC, THREADS> lb(B, ldb, n0, n, k, tid);
 
@@ -424,8 +522,8 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)  // 1: else ptxas
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {  // fill the ring but one slot; a group per slot, empty or not
         if (s < slices) {
-            la.load(sa + s * TileA::BYTES);
-            lb.load(sb + s * TileB::BYTES);
+            la.template load<false>(sa + s * TileA::BYTES, 0, 1);
+            lb.template load<false>(sb + s * TileB::BYTES, 0, 1);
         }
         cp_async_commit();
     }
@@ -437,54 +535,48 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)  // 1: else ptxas
         for (int j = 0; j < FN; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
     unsigned fa[2][FM][4], fb[2][FN][2];
 
-    for (int t = 0; t < slices; ++t) {
-        cp_async_wait<STAGES - 2>();  // slice t has landed (this thread's copies) ...
-        __syncthreads();              // ... everyone's; and every warp is done with slot (t - 1) % STAGES
-        const int next = t + STAGES - 1;
-        if (next < slices) {
-            la.load(sa + next % STAGES * TileA::BYTES);
-            lb.load(sb + next % STAGES * TileB::BYTES);
-        }
-        cp_async_commit();
-        const unsigned as = sa + t % STAGES * TileA::BYTES, bs = sb + t % STAGES * TileB::BYTES;
-        Reader::a(fa[0], as, wm, 0, lane);
-        Reader::b(fb[0], bs, wn, 0, lane);
+    cp_async_wait<STAGES - 2>();  // slice 0 has landed
+    __syncthreads();
+    rd.a(fa[0], sa, 0);
+    rd.b(fb[0], sb, 0);
+    int rs = 0, ws = STAGES - 1;  // the slots of slice t and of slice t + STAGES - 1, which is slot (t - 1) % STAGES
+    int t = 0;
+    // An interior block's slices before the last whole ones copy without bounds checks; the rest check.
+    const int whole = m0 + BM <= m && n0 + BN <= n ? k / BK - (STAGES - 1) : 0;
+    tc_main_loop<true, STEPS, STAGES>(t, whole, slices, rs, ws, sa, sb, rd, la, lb, fa, fb, acc);
+    tc_main_loop<false, STEPS, STAGES>(t, slices, slices, rs, ws, sa, sb, rd, la, lb, fa, fb, acc);
+    cp_async_wait<0>();  // (only empty groups can be left) nothing is in flight when the block exits
+    __syncthreads();     // every warp is done with the slices: C's tile takes their place
+
+    // Out of the registers, rounded to T, into C's tile in shared memory: lane (g, t) holds D[g][2t, 2t+1] and
+    // D[g+8][2t, 2t+1] of each m16n8 block. Then out to global memory in 16-byte rows of chunks.
+    T* const cs = reinterpret_cast<T*>(tc_slices);
+    {
+        T* const c0 = cs + (wm + lane / 4) * Shared::CLD + wn + lane % 4 * 2;
 #pragma unroll
-        for (int ks = 0; ks < STEPS; ++ks) {
-            if (ks + 1 < STEPS) {  // the next step's fragments are on their way during this step's products
-                Reader::a(fa[(ks + 1) % 2], as, wm, ks + 1, lane);
-                Reader::b(fb[(ks + 1) % 2], bs, wn, ks + 1, lane);
-            }
+        for (int i = 0; i < FM; ++i)
 #pragma unroll
-            for (int i = 0; i < FM; ++i)
+            for (int j = 0; j < FN; ++j)
 #pragma unroll
-                for (int j = 0; j < FN; ++j) Mma<T>::run(acc[i][j], fa[ks % 2][i], fb[ks % 2][j]);
+                for (int h = 0; h < 2; ++h)
+                    store_pair(c0 + (i * 16 + h * 8) * Shared::CLD + j * 8, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+    }
+    __syncthreads();
+    constexpr int V = 16 / sizeof(T), CH = BN / V;  // elements per chunk, chunks per row
+    const bool vectors = n % V == 0 && reinterpret_cast<unsigned long long>(C) % 16 == 0;
+#pragma unroll 4
+    for (int e = tid; e < BM * CH; e += THREADS) {
+        const int r = e / CH, c = e % CH * V, row = m0 + r, col = n0 + c;
+        if (row >= m) break;  // rows only grow with e
+        const T* const s = cs + r * Shared::CLD + c;
+        T* const d = C + (index_t)row * n + col;
+        if (vectors && col + V <= n) {
+            *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(s);
+        } else {
+#pragma unroll
+            for (int q = 0; q < V; ++q)
+                if (col + q < n) d[q] = s[q];
         }
     }
-    cp_async_wait<0>();  // (only empty groups can be left) nothing is in flight when the block exits
-
-    // Out of the registers: lane (g, t) holds D[g][2t, 2t+1] and D[g+8][2t, 2t+1] of each m16n8 block.
-    const int g = lane / 4, row0 = m0 + wm + g, col0 = n0 + wn + lane % 4 * 2;
-    T* const c0 = C + (index_t)row0 * n + col0;
-    const bool pairs = n % 2 == 0 && reinterpret_cast<unsigned long long>(C) % (2 * sizeof(T)) == 0;
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int dr = i * 16 + h * 8;
-            if (row0 + dr >= m) continue;
-#pragma unroll
-            for (int j = 0; j < FN; ++j) {
-                T* const p = c0 + dr * (index_t)n + j * 8;
-                const int cols = n - (col0 + j * 8);  // columns of C from p on
-                const float x = acc[i][j][2 * h], y = acc[i][j][2 * h + 1];
-                if (pairs && cols >= 2) {
-                    store_pair(p, x, y);
-                } else {
-                    if (cols >= 1) p[0] = from_float<T>(x);
-                    if (cols >= 2) p[1] = from_float<T>(y);
-                }
-            }
-        }
 #endif
 }

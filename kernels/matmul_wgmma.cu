@@ -2,8 +2,10 @@
 // C = A @ B with f32 accumulators, rows of C contiguous (ldc = n), T = half_t, bfloat16_t or float (TF32 products).
 // A_MN: A's m index is its contiguous one (F-order A), else its k index is; B_MN: B's n index is (C-order B).
 // Each stage holds 128 bytes of k (BK = 128 / sizeof(T)) for BM rows of A and BN rows of B, laid out by TMA with the
-// 128-byte swizzle that wgmma's descriptors name, so no thread ever touches an operand. Read top to bottom: helpers,
-// the plain ring (matmul_wgmma), then the warp-specialised persistent kernel (matmul_wgmma_fast).
+// 128-byte swizzle that wgmma's descriptors name, so no thread ever touches an operand. TF32 takes the float32 bits
+// as they are: the tensor cores read the top 19 (truncation; _check.tf32_tolerance covers it), as cuBLAS does.
+// Read top to bottom: helpers, the plain ring (matmul_wgmma), the warp-specialised persistent kernel
+// (matmul_wgmma_fast, optionally in 2-CTA clusters sharing B by TMA multicast), the tensor cores' ceiling.
 #include "half.cuh"
 
 // cuTensorMapEncodeTiled's 128 opaque bytes, passed by value as a __grid_constant__ parameter.
@@ -55,35 +57,66 @@ __device__ __forceinline__ void tma_prefetch_map(const TensorMap& map) {
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(&map)) : "memory");
 }
 
-// ROWS rows (of m for A, of n for B) by 128 bytes of k from k index k0. K-major: one box of BK x ROWS, each row one
-// 128-byte swizzle line. MN-major: ROWS / 64 boxes of 64 rows (128 bytes) x BK lines of k, one after another.
-template <typename T, int ROWS, bool MN>
+// The same box, written at the same shared-memory offset in every CTA of the cluster named in `mask`; its bytes
+// complete on the barrier at `bar`'s offset in each of them.
+__device__ __forceinline__ void tma_load_multicast(unsigned dst, const TensorMap& map, unsigned bar, int c0, int c1,
+                                                   int c2, unsigned short mask) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;"
+                 ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar),
+                 "h"(mask) : "memory");
+}
+
+// Part `part` of PARTS of a stage tile of ROWS rows (of m for A, of n for B) by 128 bytes of k from k index k0:
+// PARTS == 1, the whole tile into this CTA; PARTS > 1, rows [part, part + 1) * ROWS / PARTS, multicast into every
+// CTA of the cluster, which loads the other parts likewise. K-major: one box of BK x ROWS / PARTS, each row one
+// 128-byte swizzle line. MN-major: boxes of 64 rows (128 bytes) x BK lines of k, one after another.
+template <typename T, int ROWS, bool MN, int PARTS>
 __device__ __forceinline__ void load_operand(unsigned dst, const TensorMap& map, unsigned bar, int row0, int k0,
-                                             int z) {
-    constexpr int BK = 128 / sizeof(T);
+                                             int z, int part) {
+    constexpr int BK = 128 / sizeof(T), SUB = ROWS / PARTS;
+    static_assert(!MN || SUB % 64 == 0, "MN-major parts are whole 64-row boxes");
+    constexpr unsigned short MASK = (1u << PARTS) - 1;
     if (MN) {
 #pragma unroll
-        for (int c = 0; c < ROWS / 64; ++c) tma_load(dst + c * BK * 128, map, bar, row0 + 64 * c, k0, z);
+        for (int c = 0; c < SUB / 64; ++c) {
+            const int box = part * (SUB / 64) + c;
+            if (PARTS == 1) tma_load(dst + box * BK * 128, map, bar, row0 + 64 * box, k0, z);
+            else tma_load_multicast(dst + box * BK * 128, map, bar, row0 + 64 * box, k0, z, MASK);
+        }
     } else {
-        tma_load(dst, map, bar, k0, row0, z);
+        if (PARTS == 1) tma_load(dst, map, bar, k0, row0, z);
+        else tma_load_multicast(dst + part * SUB * 128, map, bar, k0, row0 + part * SUB, z, MASK);
     }
 }
 
-// TF32 products take inputs rounded to nearest (the tensor cores would drop the low 13 bits of raw float32): `threads`
-// threads round a stage in place after its TMA bytes land. Their stores are generic-proxy writes that wgmma (async
-// proxy) reads next, so each thread fences the proxies before the barrier that releases the stage to wgmma.
-template <unsigned BYTES>
-__device__ __forceinline__ void round_stage_to_tf32(unsigned char* stage, int thread, int threads) {
-    uint4* p = reinterpret_cast<uint4*>(stage);
-    for (int i = thread; i < (int)(BYTES / 16); i += threads) {
-        uint4 v = p[i];
-        asm("cvt.rna.tf32.f32 %0, %0;" : "+r"(v.x));
-        asm("cvt.rna.tf32.f32 %0, %0;" : "+r"(v.y));
-        asm("cvt.rna.tf32.f32 %0, %0;" : "+r"(v.z));
-        asm("cvt.rna.tf32.f32 %0, %0;" : "+r"(v.w));
-        p[i] = v;
-    }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+// ---------------------------------------------------------------------------------------------------- clusters
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ unsigned cluster_id() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ unsigned cluster_count() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
+    return r;
+}
+
+// Every thread of every CTA of the cluster: what each wrote before it (barrier inits included) is seen by all after.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\n barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// Arrive on the barrier at `bar`'s offset in the shared memory of CTA `rank` of the cluster (this one included).
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+    asm volatile("{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+                 " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(bar), "r"(rank)
+                 : "memory");
 }
 
 // ---------------------------------------------------------------------------------------------------- wgmma
@@ -231,8 +264,8 @@ matmul_wgmma(const __grid_constant__ TensorMap a_map, const __grid_constant__ Te
     auto load = [&](int kt) {
         const unsigned stage = base + (kt % STAGES) * STAGE_BYTES, bar = full + 8 * (kt % STAGES);
         mbar_expect_tx(bar, STAGE_BYTES);
-        load_operand<T, BM, A_MN>(stage, a_map, bar, row0, kt * BK, z * a_batched);
-        load_operand<T, BN, B_MN>(stage + A_BYTES, b_map, bar, col0, kt * BK, z * b_batched);
+        load_operand<T, BM, A_MN, 1>(stage, a_map, bar, row0, kt * BK, z * a_batched, 0);
+        load_operand<T, BN, B_MN, 1>(stage + A_BYTES, b_map, bar, col0, kt * BK, z * b_batched, 0);
     };
     if (threadIdx.x == 0)
         for (int kt = 0; kt < STAGES - 1 && kt < k_tiles; ++kt) load(kt);
@@ -244,11 +277,6 @@ matmul_wgmma(const __grid_constant__ TensorMap a_map, const __grid_constant__ Te
         if (threadIdx.x == 0 && kt + STAGES - 1 < k_tiles) load(kt + STAGES - 1);
         const int s = kt % STAGES;
         mbar_wait(full + 8 * s, (kt / STAGES) & 1);
-        if constexpr (same_type<T, float>::value) {
-            round_stage_to_tf32<STAGE_BYTES>(smem_raw + (base - smem_u32(smem_raw)) + s * STAGE_BYTES, threadIdx.x,
-                                             256);
-            __syncthreads();
-        }
         wgmma_fence();
         wgmma_stage<T, BN, A_MN, B_MN>(d, base + s * STAGE_BYTES, wg * 64, base + s * STAGE_BYTES + A_BYTES, kt > 0);
         wgmma_commit();
@@ -261,38 +289,45 @@ matmul_wgmma(const __grid_constant__ TensorMap a_map, const __grid_constant__ Te
 
 // Warp specialisation: a producer warpgroup (registers lowered) keeps a full/empty ring of stages loaded by TMA;
 // two consumer warpgroups (registers raised) run wgmma on BM x BN tiles, keeping one stage's wgmma in flight while
-// the next is issued. Persistent: a grid of at most one block per SM walks the tiles of every product, GROUP tile
-// rows at a time, so blocks running together share A and B tiles in L2. 384 threads.
-template <typename T, int BN, bool A_MN, bool B_MN>
+// the next is issued. Persistent: each block (CLUSTER == 1) or cluster walks the tiles of every product, GROUP
+// tile rows at a time, so blocks running together share A and B tiles in L2. 384 threads.
+// CLUSTER == 2: launched in clusters of 2 along x; the pair takes tile rows 2r and 2r + 1 of one tile column, and
+// each CTA loads its own A and half of the shared B tile, multicast into both. A stage's slot is then written by
+// both producers, so each CTA's empty barrier counts the consumer warps of both CTAs, and every consumer warp
+// releases the slot in both. No CTA exits before its peer is done with its barriers (the closing cluster_sync).
+template <typename T, int BN, int CLUSTER, bool A_MN, bool B_MN>
 __global__ void __launch_bounds__(384, 1)
 matmul_wgmma_fast(const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map, T* C, int m,
                   int n, int k, int count, int a_batched, int b_batched) {
-    constexpr int BM = 128, BK = 128 / sizeof(T), STAGES = BN == 256 ? 4 : 6, GROUP = 8;
+    constexpr int BM = 128, BK = 128 / sizeof(T), STAGES = BN == 256 ? 4 : 6, GROUP = 8 / CLUSTER;
     constexpr unsigned A_BYTES = BM * 128, STAGE_BYTES = (BM + BN) * 128;
-    // TF32: the TMA bytes complete `loaded`, then the 96 threads of producer warps 1-3 round the stage and arrive
-    // on `full`, each after its own proxy fence.
-    constexpr bool TF32 = same_type<T, float>::value;
+    static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of 1 or 2 CTAs");
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_u32(smem_raw) + 1023) & ~1023u;
-    const unsigned full = base + STAGES * STAGE_BYTES, empty = full + 8 * STAGES, loaded = empty + 8 * STAGES;
+    const unsigned full = base + STAGES * STAGE_BYTES, empty = full + 8 * STAGES;
+    const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;
+    const long long first = CLUSTER > 1 ? cluster_id() : blockIdx.x, step = CLUSTER > 1 ? cluster_count() : gridDim.x;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full + 8 * s, TF32 ? 96 : 1);  // the producer's expect_tx and the bytes (TF32: the rounders)
-            mbar_init(empty + 8 * s, 2 * 4);        // every consumer warp, once its wgmma has read the stage
-            if (TF32) mbar_init(loaded + 8 * s, 1);
+            mbar_init(full + 8 * s, 1);                // the producer's expect_tx (and then the bytes)
+            mbar_init(empty + 8 * s, CLUSTER * 2 * 4);  // every consumer warp of the cluster, its wgmma done
         }
         mbar_init_fence();
     }
     __syncthreads();
+    if constexpr (CLUSTER > 1) cluster_sync();  // the peer's barriers exist before anything names them
+    // Tiles in rows of CLUSTER: tile row tm = CLUSTER * (cluster tile row) + rank. A CTA whose row is past m (odd
+    // tile rows) still loads (zeros) and computes, for its peer's B, and stores nothing.
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, k_tiles = (k + BK - 1) / BK;
-    const long long per_product = (long long)tiles_m * tiles_n, total = per_product * count;
+    const int rows = (tiles_m + CLUSTER - 1) / CLUSTER;
+    const long long per_product = (long long)rows * tiles_n, total = per_product * count;
     const long long per_group = (long long)GROUP * tiles_n;
     auto tile_of = [&](long long t, int& z, int& tm, int& tn) {  // grouped order: GROUP rows of tiles, column by column
         z = (int)(t / per_product);
         const long long r = t - (long long)z * per_product, g = r / per_group, within = r - g * per_group;
-        const int rows = min(tiles_m - (int)(g * GROUP), GROUP);
-        tm = (int)(g * GROUP) + (int)(within % rows);
-        tn = (int)(within / rows);
+        const int height = min(rows - (int)(g * GROUP), GROUP);
+        tm = ((int)(g * GROUP) + (int)(within % height)) * CLUSTER + rank;
+        tn = (int)(within / height);
     };
     if (threadIdx.x < 128) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -300,27 +335,16 @@ matmul_wgmma_fast(const __grid_constant__ TensorMap a_map, const __grid_constant
             tma_prefetch_map(a_map);
             tma_prefetch_map(b_map);
             unsigned it = 0;  // stages filled so far: slot it % STAGES, round it / STAGES
-            for (long long t = blockIdx.x; t < total; t += gridDim.x) {
+            for (long long t = first; t < total; t += step) {
                 int z, tm, tn;
                 tile_of(t, z, tm, tn);
                 for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-                    const unsigned s = it % STAGES, stage = base + s * STAGE_BYTES;
-                    const unsigned bar = (TF32 ? loaded : full) + 8 * s;
+                    const unsigned s = it % STAGES, stage = base + s * STAGE_BYTES, bar = full + 8 * s;
                     mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
-                    mbar_expect_tx(bar, STAGE_BYTES);
-                    load_operand<T, BM, A_MN>(stage, a_map, bar, tm * BM, kt * BK, z * a_batched);
-                    load_operand<T, BN, B_MN>(stage + A_BYTES, b_map, bar, tn * BN, kt * BK, z * b_batched);
-                }
-            }
-        } else if (TF32 && threadIdx.x >= 32) {
-            unsigned char* stages = smem_raw + (base - smem_u32(smem_raw));
-            unsigned it = 0;
-            for (long long t = blockIdx.x; t < total; t += gridDim.x) {
-                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-                    const unsigned s = it % STAGES;
-                    mbar_wait(loaded + 8 * s, (it / STAGES) & 1);
-                    round_stage_to_tf32<STAGE_BYTES>(stages + s * STAGE_BYTES, threadIdx.x - 32, 96);
-                    mbar_arrive(full + 8 * s);
+                    mbar_expect_tx(bar, STAGE_BYTES);  // A, and all of B: this CTA's part and its peer's
+                    load_operand<T, BM, A_MN, 1>(stage, a_map, bar, tm * BM, kt * BK, z * a_batched, 0);
+                    load_operand<T, BN, B_MN, CLUSTER>(stage + A_BYTES, b_map, bar, tn * BN, kt * BK,
+                                                       z * b_batched, rank);
                 }
             }
         }
@@ -328,11 +352,20 @@ matmul_wgmma_fast(const __grid_constant__ TensorMap a_map, const __grid_constant
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
         const int wg = threadIdx.x / 128 - 1;
         const bool lane0 = (threadIdx.x & 31) == 0;
+        auto release = [&](unsigned s) {  // this warp is done reading slot s
+            if (!lane0) return;
+            if constexpr (CLUSTER == 1) {
+                mbar_arrive(empty + 8 * s);
+            } else {
+#pragma unroll
+                for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty + 8 * s, r);
+            }
+        };
         float d[BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
         unsigned it = 0;
-        for (long long t = blockIdx.x; t < total; t += gridDim.x) {
+        for (long long t = first; t < total; t += step) {
             int z, tm, tn;
             tile_of(t, z, tm, tn);
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
@@ -342,12 +375,46 @@ matmul_wgmma_fast(const __grid_constant__ TensorMap a_map, const __grid_constant
                 wgmma_stage<T, BN, A_MN, B_MN>(d, stage, wg * 64, stage + A_BYTES, kt > 0);
                 wgmma_commit();
                 wgmma_wait<1>();  // the previous stage's wgmma is done: hand its slot back
-                if (kt > 0 && lane0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+                if (kt > 0) release((it - 1) % STAGES);
             }
             wgmma_wait<0>();
             fence_accumulators(d);
-            if (lane0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+            release((it - 1) % STAGES);
             store_tile<T, BN>(C + (index_t)z * m * n, d, m, n, tm * BM + wg * 64, tn * BN);
         }
     }
+    if constexpr (CLUSTER > 1) cluster_sync();
+}
+
+// ---------------------------------------------------------------------------------------------------- ceiling
+// The tensor cores' throughput: two warpgroups per block issue m64n256 wgmma back to back (one stage's k-steps a
+// round, one round kept in flight) from one fixed, swizzled stage tile in shared memory into register accumulators;
+// nothing else runs. Inputs are small positive values, so the sum is never negative: the store under that test
+// only keeps the work observable. One block per SM, 256 threads, THROUGHPUT_SHARED bytes of dynamic shared memory.
+template <typename T>
+__global__ void __launch_bounds__(256, 1) wgmma_throughput(float* sink, int iterations) {
+    constexpr unsigned A_BYTES = 64 * 128, B_BYTES = 256 * 128;
+    extern __shared__ unsigned char smem_raw[];
+    const unsigned offset = ((smem_u32(smem_raw) + 1023) & ~1023u) - smem_u32(smem_raw);
+    unsigned* words = reinterpret_cast<unsigned*>(smem_raw + offset);
+    for (unsigned i = threadIdx.x; i < (A_BYTES + B_BYTES) / 4; i += blockDim.x)  // 2^-6 and a little, positive
+        words[i] = sizeof(T) == 2 ? 0x24002400u + (i & 15u) * 0x10001u : 0x3C800000u + ((i & 15u) << 13);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic stores that wgmma reads next
+    __syncthreads();
+    const unsigned a = smem_u32(smem_raw) + offset, b = a + A_BYTES;
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.f;
+    for (int i = 0; i < iterations; ++i) {
+        wgmma_fence();
+        wgmma_stage<T, 256, false, false>(d, a, 0, b, true);
+        wgmma_commit();
+        wgmma_wait<1>();
+    }
+    wgmma_wait<0>();
+    fence_accumulators(d);
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < 128; ++i) sum += d[i];
+    if (sum < 0.f) sink[blockIdx.x * blockDim.x + threadIdx.x] = sum;
 }

@@ -246,7 +246,15 @@ def test_matmul_bad_inputs():
     with pytest.raises(TypeError, match="unsupported dtype"):
         cudakit.matmul(A.astype(np.int32), B.astype(np.int32))
     with pytest.raises(TypeError, match="unsupported dtype"):
-        cudakit.matmul(A.astype(np.float16), B.astype(np.float16))
+        cudakit.matmul(A.astype(np.complex64), B.astype(np.complex64))
+    with pytest.raises(TypeError, match="'cu_matmul' takes float32, float64"):  # a seed has no 16-bit kernel
+        cudakit.matmul(A.astype(np.float16), B.astype(np.float16), variant="cu_matmul")
+    with pytest.raises(TypeError, match="computes float32 in TF32: pass tf32=True"):
+        cudakit.matmul(A, B, variant="wmma")
+    with pytest.raises(TypeError, match="tf32=True applies to float32"):
+        cudakit.matmul(A.astype(np.float64), B.astype(np.float64), tf32=True)
+    with pytest.raises(TypeError, match="'warp_tiled' takes .* with TF32"):
+        cudakit.matmul(A, B, variant="warp_tiled", tf32=True)
     with pytest.raises(ValueError, match="valid variants: cu_matmul"):
         cudakit.matmul(A, B, variant="nope")
     with pytest.raises(ValueError, match="shape"):
@@ -426,3 +434,32 @@ def test_tune_scores_the_pair_as_choose_will_run_it():
     assert _tune.best_pair(rates, 132) == (t128, small)
     rates[t256][(2048, 2048, 2048)] = rates[small][(2048, 2048, 2048)] = 60.0  # now 2048^3 costs it nothing
     assert _tune.best_pair(rates, 132) == (t256, small)
+
+
+@pytest.mark.gpu
+def test_tf32_follows_cupys_compute_type_unless_told():
+    """tf32=None does what cupy.matmul does: TF32 when CuPy's float32 compute type is TF32 (what CUPY_TF32=1
+    selects), true FP32 otherwise; tf32=False keeps FP32 either way. TF32 rounds the inputs to 11 significant bits,
+    so its error is far above the FP32 bound (and within the TF32 one)."""
+    import cupy
+    from cupy._core import _routines_linalg as linalg
+
+    if int(cupy.cuda.Device().compute_capability) < 80:
+        pytest.skip("TF32 needs sm_80")
+    A, B = random_array((300, 1000), np.float32), random_array((1000, 200), np.float32)
+    before = linalg.get_compute_type(np.float32)
+    try:
+        for compute_type, tf32, expect_tf32 in ((linalg.COMPUTE_TYPE_TF32, None, True),
+                                                (linalg.COMPUTE_TYPE_TF32, False, False),
+                                                (linalg.COMPUTE_TYPE_DEFAULT, None, False),
+                                                (linalg.COMPUTE_TYPE_DEFAULT, True, True)):
+            linalg.set_compute_type(np.float32, compute_type)
+            out = cudakit.matmul(A, B, out=poisoned((300, 200), np.float32), tf32=tf32)
+            err = _check.product_error(out, A, B)
+            fp32 = _check.tolerance(np.float32, 1000)
+            if expect_tf32:
+                assert fp32 < err <= _check.tf32_tolerance(1000), (compute_type, tf32, err)
+            else:
+                assert err <= fp32, (compute_type, tf32, err)
+    finally:
+        linalg.set_compute_type(np.float32, before)

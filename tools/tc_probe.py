@@ -92,21 +92,24 @@ def check(cc):
             cases = [(s, la, lb) for s in shapes for la, lb in (("C", "C"), ("C", "T"), ("T", "C"), ("T", "T"))
                      if label != "wmma" or s[0] < 4097]
             cases += [((131, 77, 259), "offset", "offset"), ((131, 77, 259), "offset", "T")]
-            for (m, k, n), la, lb in cases + [("batch", None, None)]:
+            for shape, la, lb in cases + [("batch", None, None)]:
                 what = f"  {name:8s} {label:34s} "
                 try:
-                    if m == "batch":  # 3 products of one broadcast B, A's lines k + 1 apart
+                    if shape == "batch":  # 3 products of one broadcast B, A's lines k + 1 apart
                         what += "batch of 3, 70x131x90, broadcast B"
                         A3 = draw((3, 70, 132), dtype)[:, :, :131]
                         B = draw((131, 90), dtype)
-                        out = poison(cupy.empty((3, 70, 90), dtype))
+                        out = cupy.empty((3, 70, 90), dtype)
+                        poison(out)  # (fills in place, returns None)
                         run(A3[0], B, out[0], (3, A3.strides[0] // A3.itemsize, 0))
                         err = max(_check.product_error(out[z], A3[z], B) for z in range(3))
                         k = 131
                     else:
+                        m, k, n = shape
                         what += f"{m}x{k}x{n} {la}/{lb}"
                         A, B = operand((m, k), dtype, la), operand((k, n), dtype, lb)
-                        out = poison(cupy.empty((m, n), dtype))
+                        out = cupy.empty((m, n), dtype)
+                        poison(out)
                         run(A, B, out)
                         err = _check.product_error(out, A, B)
                     ok = err <= bound(name, k)
