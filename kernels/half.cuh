@@ -53,3 +53,20 @@ template <typename T> __device__ __forceinline__ float2 pair_to_float2(unsigned 
     hi.bits = (unsigned short)(word >> 16);
     return make_float2(to_float(lo), to_float(hi));
 }
+
+// The Vec16<T>::n elements of a 16-byte vector as accumulator values: float and double as they are, 16-bit values
+// converted two per 32-bit word.
+template <typename T, typename V> struct Unpack {
+    static __device__ __forceinline__ void to(const V& v, typename Accum<T>::type* f) {
+        const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+        for (int w = 0; w < Vec16<T>::n; ++w) f[w] = e[w];
+    }
+};
+template <typename T> struct Unpack<T, uint4> {  // eight 16-bit values
+    static __device__ __forceinline__ void to(const uint4& v, float* f) {
+        const float2 p0 = pair_to_float2<T>(v.x), p1 = pair_to_float2<T>(v.y);
+        const float2 p2 = pair_to_float2<T>(v.z), p3 = pair_to_float2<T>(v.w);
+        f[0] = p0.x; f[1] = p0.y; f[2] = p1.x; f[3] = p1.y; f[4] = p2.x; f[5] = p2.y; f[6] = p3.x; f[7] = p3.y;
+    }
+};

@@ -488,12 +488,8 @@ struct TcShared {
     static constexpr int BYTES = SLICES > C ? SLICES : C;
 };
 
-// The Ampere tensor-core kernel: BM x BN block tiles, BK-deep slices in a STAGES-slot cp.async ring, each warp a
-// WM x WN tile of m16n8 accumulators. Per slice one barrier and one commit group; fragments are double-buffered
-// across the steps of a slice and across slices: each step first reads the next step's fragments, then issues its
-// part of the copies of the slice STAGES - 1 ahead, then multiplies. The last step of a slice waits for the next
-// slice, passes the barrier and reads that slice's first fragments before its own products, so the tensor cores
-// have work while the loads are in flight.
+// The Ampere tensor-core kernel: BM x BN block tiles, BK-deep slices in a STAGES-slot cp.async ring (tc_main_loop),
+// each warp a WM x WN tile of m16n8 accumulators; C leaves through shared memory in 16-byte row chunks.
 template <typename T, bool A_KC, bool B_KC, int BM, int BN, int BK, int WM, int WN, int STAGES>
 __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)  // 1: else ptxas trades registers for spills
     matmul_tc_mma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int m, int n, int k,

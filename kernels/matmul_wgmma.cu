@@ -215,12 +215,64 @@ __device__ __forceinline__ void store_pair(float* p, float x, float y) {
     *reinterpret_cast<float2*>(p) = make_float2(x, y);
 }
 
+// Lane q of each quad (4 lanes) holds v[0..3]; afterwards it holds v[i] = (v[q] of lane i): a 4 x 4 transpose
+// across the quad. The registers are first rotated by q (selects: no run-time register index), so that the one
+// each shuffle step sends is the same in every lane, then rotated back.
+__device__ __forceinline__ void quad_transpose(unsigned (&v)[4]) {
+    const int q = threadIdx.x & 3, lane = threadIdx.x & 31;
+    unsigned a[4], b[4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {  // a[t] = v[(q - t) & 3]
+        const unsigned lo = (q & 1) ? v[(5 - t) & 3] : v[(4 - t) & 3];  // v[((q & 1) - t) & 3]
+        const unsigned hi = (q & 1) ? v[(7 - t) & 3] : v[(6 - t) & 3];  // v[((q & 1) + 2 - t) & 3]
+        a[t] = (q & 2) ? hi : lo;
+    }
+    b[0] = a[0];  // step 0: lane q's own v[q]
+#pragma unroll
+    for (int t = 1; t < 4; ++t)  // from lane i = q + t of the quad: its a[t] = v[(i - t) & 3] = v[q]
+        b[t] = __shfl_sync(0xffffffffu, a[t], (lane & ~3) | ((q + t) & 3));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // v[i] = b[(i - q) & 3]
+        const unsigned lo = (q & 1) ? b[(i + 3) & 3] : b[i & 3];
+        const unsigned hi = (q & 1) ? b[(i + 1) & 3] : b[(i + 2) & 3];
+        v[i] = (q & 2) ? hi : lo;
+    }
+}
+
+__device__ __forceinline__ unsigned pack2(float x, float y, half_t) {
+    return from_float<half_t>(x).bits | ((unsigned)from_float<half_t>(y).bits << 16);
+}
+__device__ __forceinline__ unsigned pack2(float x, float y, bfloat16_t) {
+    return from_float<bfloat16_t>(x).bits | ((unsigned)from_float<bfloat16_t>(y).bits << 16);
+}
+
 // The warpgroup's 64 x N accumulators to C at (row0, col0), rounded to T, masked to m x n. wgmma's layout: warp w
 // holds rows 16w..16w+15; in each 8-column group j a thread holds (lane/4, 2(lane%4) + {0,1}) and the same 8 rows on.
-template <typename T, int N>
+// WIDE (16-bit T, rows of whole 16 bytes, C on 16 bytes): each quad trades its pairs so that lane q stores all 8
+// columns of group 4g + q in one 16-byte store; a row of a quad's four stores is then 64 contiguous bytes.
+template <typename T, int N, bool WIDE = false>
 __device__ __forceinline__ void store_tile(T* C, const float (&d)[N / 2], int m, int n, int row0, int col0) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
     const int r = row0 + warp * 16 + (lane >> 2);
+    if constexpr (WIDE && sizeof(T) == 2) {
+        if (n % 8 == 0 && reinterpret_cast<unsigned long long>(C) % 16 == 0) {
+#pragma unroll
+            for (int g = 0; g < N / 32; ++g) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    unsigned v[4];
+#pragma unroll
+                    for (int jj = 0; jj < 4; ++jj)
+                        v[jj] = pack2(d[4 * (4 * g + jj) + 2 * h], d[4 * (4 * g + jj) + 2 * h + 1], T());
+                    quad_transpose(v);  // every lane takes part, stored or not
+                    const int row = r + 8 * h, c = col0 + 8 * (4 * g + (lane & 3));
+                    if (row < m && c < n)  // n % 8 == 0: the 8 columns from c are all inside
+                        *reinterpret_cast<uint4*>(C + (index_t)row * n + c) = make_uint4(v[0], v[1], v[2], v[3]);
+                }
+            }
+            return;
+        }
+    }
     const bool pairs = n % 2 == 0 && reinterpret_cast<unsigned long long>(C) % (2 * sizeof(T)) == 0;
 #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
@@ -380,7 +432,7 @@ matmul_wgmma_fast(const __grid_constant__ TensorMap a_map, const __grid_constant
             wgmma_wait<0>();
             fence_accumulators(d);
             release((it - 1) % STAGES);
-            store_tile<T, BN>(C + (index_t)z * m * n, d, m, n, tm * BM + wg * 64, tn * BN);
+            store_tile<T, BN, true>(C + (index_t)z * m * n, d, m, n, tm * BM + wg * 64, tn * BN);
         }
     }
     if constexpr (CLUSTER > 1) cluster_sync();

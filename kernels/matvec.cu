@@ -86,17 +86,6 @@ __device__ __forceinline__ bfloat16_t __ldg(const bfloat16_t* p) {
     return from_bits<bfloat16_t>(__ldg(reinterpret_cast<const unsigned short*>(p)));
 }
 
-// The eight 16-bit values of a 16-byte vector as floats, converted two per 32-bit word (float and double chunks are
-// read in place).
-template <typename T, typename V> struct Unpack;
-template <typename T> struct Unpack<T, uint4> {  // eight 16-bit values
-    static __device__ __forceinline__ void to(const uint4& v, float* f) {
-        const float2 p0 = pair_to_float2<T>(v.x), p1 = pair_to_float2<T>(v.y);
-        const float2 p2 = pair_to_float2<T>(v.z), p3 = pair_to_float2<T>(v.w);
-        f[0] = p0.x; f[1] = p0.y; f[2] = p1.x; f[3] = p1.y; f[4] = p2.x; f[5] = p2.y; f[6] = p3.x; f[7] = p3.y;
-    }
-};
-
 template <typename T, typename V>
 __device__ __forceinline__ typename Accum<T>::type dot_chunk(const V& a, const V& b, typename Accum<T>::type acc) {
     const int N = (int)(sizeof(V) / sizeof(T));

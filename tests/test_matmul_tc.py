@@ -174,8 +174,10 @@ def test_every_mma_tile_on_edges_and_whole_tiles(cc, name):
     for tile in matmul_tc.tiles(name):
         if tile.shared_bytes(dtype.itemsize) > optin:
             continue
-        # whole tiles and slices (no edge), then one past every edge, then a k shorter than the ring
+        # whole tiles and slices (no edge: every copy unchecked but the ring's last), then one past every edge,
+        # then interior blocks with unchecked copies and a ragged k beside edge blocks, then a k shorter than the ring
         for m, k, n in [(2 * tile.bm, 8 * tile.bk, 2 * tile.bn), (tile.bm + 1, 3 * tile.bk + 5, tile.bn + 3),
+                        (2 * tile.bm + 7, (tile.stages + 3) * tile.bk + 9, 2 * tile.bn + 1),
                         (tile.bm - 1, tile.bk - 3, 9)]:
             for oa, ob in [("C", "T"), ("T", "C"), ("C", "C"), ("T", "T")]:
                 A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)
