@@ -54,6 +54,8 @@ def operand(shape, dtype, layout):
         return draw((c, r), dtype).T
     if layout == "offset":  # one element off 16 bytes, lines an odd number apart: padded copy for mma_sync
         return draw((r + 1, c + 3), dtype)[1:, 1:c + 1]
+    if layout == "offsetF":  # the same, F-ordered
+        return draw((c + 1, r + 3), dtype)[1:, 1:r + 1].T
     raise ValueError(layout)
 
 
@@ -81,7 +83,7 @@ def runners(name, cc):
 def check(cc):
     print("== correctness (relative error ||out - ref|| / || |A| @ |B| || against its bound)")
     bad = 0
-    shapes = [(1, 1, 1), (17, 33, 65), (255, 257, 129), (1000, 999, 1001), (4097, 4099, 4095)]
+    shapes = [(1, 1, 1), (17, 33, 65), (255, 257, 129), (1000, 999, 1001), (2048, 2048, 2048), (4097, 4099, 4095)]
     for name in NAMES:
         try:
             dtype = dtype_of(name)
@@ -91,7 +93,8 @@ def check(cc):
         for label, run in runners(name, cc):
             cases = [(s, la, lb) for s in shapes for la, lb in (("C", "C"), ("C", "T"), ("T", "C"), ("T", "T"))
                      if label != "wmma" or s[0] < 4097]
-            cases += [((131, 77, 259), "offset", "offset"), ((131, 77, 259), "offset", "T")]
+            cases += [((131, 77, 259), "offset", "offset"), ((131, 77, 259), "offset", "T"),
+                      ((131, 77, 259), "offsetF", "offsetF")]
             for shape, la, lb in cases + [("batch", None, None)]:
                 what = f"  {name:8s} {label:34s} "
                 try:
