@@ -14,7 +14,7 @@ import cupy
 import numpy as np
 from cupy._core import _routines_linalg as _cupy_linalg  # CuPy's compute type: its TF32 switch
 
-from . import _args, _check, _matmul_batch, _nd, _tune
+from . import _args, _check, _dmma, _matmul_batch, _nd, _tune
 from ._compile import instantiation, kernel, launch, resident_blocks
 from ._device import sm_count, workspace
 from ._tune import Tile, simt
@@ -362,6 +362,17 @@ def _dots_resident(dtype, device_id: int) -> int:
     return resident_blocks(fn, DOTS_THREADS) * sm_count(device_id)
 
 
+DMMA_MIN_DEPTH = 256  # shallower products keep the planner's split-k and smaller tiles
+
+
+def _dmma_takes(m: int, n: int, k: int, device_id: int) -> bool:
+    """Whether the pipelined FP64 tensor-core kernel (_dmma) takes an m x k x n product: sm_80 and later, its tiles
+    fill every SM at least once, and k is deep enough that no split of k is wanted."""
+    tile = _dmma.DEFAULT
+    return (k >= DMMA_MIN_DEPTH and -(-m // tile.bm) * -(-n // tile.bn) >= sm_count(device_id)
+            and _compute_capability(device_id) >= 80)
+
+
 def _run_fast(A, B, out):
     m, k = A.shape
     n = B.shape[1]
@@ -380,6 +391,9 @@ def _run_fast(A, B, out):
     dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id)) if max(m, n) <= DOTS_MAX_SIDE else None
     if dots:
         run_dots(A, B, out, *dots)
+        return
+    if out.dtype == F64 and _dmma_takes(m, n, k, device_id):
+        _dmma.run(A, B, out)
         return
     tile, splits, depth = plan(device_id, out.dtype, m, n, k)
     if splits > 1:

@@ -463,3 +463,23 @@ def test_tf32_follows_cupys_compute_type_unless_told():
                 assert err <= fp32, (compute_type, tf32, err)
     finally:
         linalg.set_compute_type(np.float32, before)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("orders", [("C", "C"), ("F", "C"), ("C", "F"), ("F", "F")])
+def test_float64_products_that_fill_the_gpu_take_the_pipelined_dmma_kernel(orders, monkeypatch):
+    """The fast variant's FP64 path on sm_80+: products whose 128 x 128 tiles fill every SM, k deep enough."""
+    import cupy
+
+    from cudakit import _dmma
+
+    if int(cupy.cuda.Device().compute_capability) < 80:
+        pytest.skip("the FP64 tensor cores need sm_80")
+    taken = []
+    monkeypatch.setattr(_dmma, "run", lambda *a, run=_dmma.run, **k: taken.append(a[0].shape) or run(*a, **k))
+    m, k, n = 1537, 301, 1603  # 13 x 13 tiles, partial at every edge; an odd k
+    A = random_array((m, k), np.float64, orders[0])
+    B = random_array((k, n), np.float64, orders[1])
+    out = cudakit.matmul(A, B, out=poisoned((m, n), np.float64))
+    assert taken == [(m, k)]
+    assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.float64, k)

@@ -77,7 +77,7 @@ def main(small: bool) -> int:
                 else:
                     cudakit.transpose(a, out=out, variant=v.name, check=True)
                 runs += 1
-    runs += drop_in_shapes(small) + preprocessing() + tensor_cores(small)
+    runs += drop_in_shapes(small) + preprocessing() + tensor_cores(small) + pipelined_fp64(small)
     cupy.cuda.Device().synchronize()
     print(f"sanitize: {runs} launches checked")
     return 0
@@ -153,6 +153,24 @@ def preprocessing() -> int:
         assert _check.relative_error(out, ref) <= _check.tolerance(np.float32, 4), call
         assert bool(cupy.array_equal(boxes.array, ref_map)), call
         runs += 1
+    return runs
+
+
+def pipelined_fp64(small: bool) -> int:
+    """Every tile of the pipelined FP64 tensor-core kernel on odd shapes in the four layouts (sm_80 and later)."""
+    from cudakit import _dmma
+
+    if int(cupy.cuda.Device().compute_capability) < 80:
+        return 0
+    runs = 0
+    for tile in _dmma.TILES:
+        for m, k, n in ([(1, 1, 1), (129, 67, 131)] if small else [(257, 517, 263)]):
+            for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
+                A, B = rand((m, k), np.float64, oa), rand((k, n), np.float64, ob)
+                out = cupy.empty((m, n), np.float64)
+                _dmma.run(A, B, out, tile)
+                assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, m, k, n, oa, ob)
+                runs += 1
     return runs
 
 

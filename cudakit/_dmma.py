@@ -1,0 +1,104 @@
+"""FP64 matrix products on the tensor cores through kernels/matmul_dmma.cu (matmul_dmma_async): a cp.async ring of
+swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant takes it for products
+that fill the GPU with its 128 x 128 tiles (matmul.py); run() takes float64 operands of any layout (2-D, or a batch
+given as strides); tools/dmma_probe.py times every tile against cuBLAS and the register-staged DMMA tiles.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cupy
+
+from ._compile import instantiation, kernel, launch
+
+FAMILY = "matmul_dmma"
+MAX_GRID_Z = 65535  # products per launch; the host loops beyond
+MAX_DIM = 2**31 - 1  # m, n, k are int in the kernel (offsets are 64-bit)
+
+
+@dataclass(frozen=True)
+class DmmaTile:
+    """A bm x bn block tile in bk-deep slices, warps of wm x wn, `stages` slots in the cp.async ring."""
+
+    bm: int
+    bn: int
+    bk: int
+    wm: int
+    wn: int
+    stages: int
+
+    @property
+    def threads(self) -> int:
+        return self.bm // self.wm * (self.bn // self.wn) * 32
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.stages * (self.bm + self.bn) * self.bk * 8
+
+    @property
+    def name(self) -> str:
+        return f"{self.bm}x{self.bn}x{self.bk}_w{self.wm}x{self.wn}_s{self.stages}"
+
+    def expression(self, a_kc: bool, b_kc: bool) -> str:
+        return instantiation("matmul_dmma_async", self.bm, self.bn, self.bk, self.wm, self.wn, self.stages, a_kc, b_kc)
+
+    def expressions(self) -> tuple[str, ...]:
+        """Every layout's instantiation: one module per tile."""
+        return tuple(self.expression(a, b) for a in (True, False) for b in (True, False))
+
+
+# Warp tiles hold 64 x 32 (or 32 x 64) FP64 sums: 64 doubles, 128 registers a thread; 64 x 64 would need all 255.
+TILES = (
+    DmmaTile(128, 128, 16, 64, 32, 4),  # 256 threads, 128 KiB
+    DmmaTile(128, 128, 16, 32, 64, 4),
+    DmmaTile(128, 128, 32, 64, 32, 3),  # half the barriers per flop, 192 KiB: the default
+    DmmaTile(128, 64, 16, 64, 32, 4),  # 128 threads, 96 KiB: two blocks an SM
+    DmmaTile(64, 128, 16, 32, 64, 4),
+)
+DEFAULT = TILES[2]  # the fastest at 4096^3 and 8192^3 (docs/NOTES.md)
+
+
+def instantiation_groups():
+    """Every module this family builds (a tile's four layouts each), for the GPU-less compile check."""
+    return [tile.expressions() for tile in TILES]
+
+
+def _aligned(x, row_axis: int):
+    """(operand, its k index is contiguous, leading dimension) as the kernel reads it: a 16-byte aligned base and an
+    even leading dimension, else a padded copy (matmul.aligned_operand); an unreadable layout is copied first."""
+    from .matmul import _layout, aligned_operand
+
+    a, kc, ld = _layout(x, row_axis)
+    if a.data.ptr % 16 == 0 and ld % 2 == 0:
+        return a, kc, ld
+    return _layout(aligned_operand(a, row_axis), row_axis)
+
+
+def run(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0)) -> None:
+    """out = A @ B in float64 on the tensor cores (sm_80+). A m x k, B k x n, out m x n C-contiguous (out's first
+    product; all `count` products one after the other). batch = (count, A's stride, B's stride) in elements
+    between products (0: broadcast). A misaligned operand is copied (padded) with count 1 only."""
+    tile = DEFAULT if tile is None else tile
+    m, k = A.shape
+    k2, n = B.shape
+    assert k == k2 and out.shape[-2:] == (m, n) and out.flags.c_contiguous, (A.shape, B.shape, out.shape)
+    assert A.dtype == B.dtype == out.dtype == cupy.float64, (A.dtype, B.dtype, out.dtype)
+    assert max(m, n, k) <= MAX_DIM and min(m, n, k) >= 1, (m, n, k)
+    count, batch_a, batch_b = batch
+    (a, a_kc, lda), (b, b_kc, ldb) = _aligned(A, 0), _aligned(B, 1)
+    if count > 1:  # the strides between products are the caller's: the first product's operands must be read in place
+        assert a is A and b is B and batch_a % 2 == 0 and batch_b % 2 == 0, "a batch needs aligned operands"
+    fn = kernel(FAMILY, tile.expression(a_kc, b_kc), tile.expressions())
+    blocks = -(-m // tile.bm) * -(-n // tile.bn)
+    for z0 in range(0, count, MAX_GRID_Z):
+        here = min(MAX_GRID_Z, count - z0)
+        launch(fn, (blocks, 1, here), (tile.threads,),
+               (a.data.ptr + z0 * batch_a * 8, b.data.ptr + z0 * batch_b * 8, out.data.ptr + z0 * m * n * 8,
+                m, n, k, lda, ldb, batch_a, batch_b), tile.shared_bytes)
+
+
+def matmul(A, B, tile: DmmaTile | None = None):
+    """A @ B of 2-D float64 operands into a new C-order array."""
+    out = cupy.empty((A.shape[0], B.shape[1]), cupy.float64)
+    run(A, B, out, tile)
+    return out

@@ -1,0 +1,291 @@
+// FP64 matrix product on the tensor cores (DMMA), the Ampere pipeline design: each block's operand slices move
+// global -> shared with cp.async into a STAGES-deep ring (one barrier per slice), warps read their fragments from
+// XOR-swizzled shared tiles with conflict-free loads and multiply with mma.sync (m16n8k16 or m16n8k8 on sm_90,
+// m8n8k4 on sm_80). No CUDA headers: every tensor-core and copy instruction is inline PTX.
+//
+// Contract: C = A @ B, A m x k, B k x n, C m x n C-contiguous. A_KC: A(i, p) = A[i * lda + p], else A[p * lda + i].
+// B_KC: B(p, j) = B[j * ldb + p], else B[p * ldb + j]. Product z = blockIdx.z reads A + z * batch_a, B + z * batch_b
+// (0: an operand broadcast over the batch) and writes C + z * m * n. Any m, n, k >= 1; 64-bit offsets. The host
+// guarantees 16-byte aligned A and B and even lda, ldb (every 16-byte chunk of two doubles is aligned).
+#include "common.cuh"
+
+// The mma k depth on sm_90 (8: m16n8k8, 16: m16n8k16). m16n8k16 holds twice the fragments, and the warp tiles
+// here then spill where A is k-contiguous; tools/dmma_probe.py builds it with -DCUDAKIT_DMMA_K=16 to compare.
+#ifndef CUDAKIT_DMMA_K
+#define CUDAKIT_DMMA_K 8
+#endif
+
+#define DMMA_GROUP_M 8  // tile-rows one sweep of consecutive blocks covers (they share A's rows and B's columns in L2)
+
+__device__ __forceinline__ unsigned dmma_smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// 16 bytes global -> shared; `bytes` < 16 reads that many and zero-fills the rest (0: src is never read).
+__device__ __forceinline__ void dmma_cp16(unsigned dst, const void* src, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void dmma_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void dmma_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// One operand's slice in shared memory, laid out as global memory holds it (cp.async copies 16-byte chunks as they
+// are): KC, BMN lines of BK doubles (k contiguous); else BK lines of BMN doubles. Chunk c of line r sits at
+//   KC: c ^ 4 (r & 1)          MN: c ^ 2 ((r >> 1) & 3)
+// (chunk indices; both moves stay inside an aligned group of 8 chunks = 128 bytes = all 32 banks once).
+// The k order inside each 8-deep step is permuted, the same way for A and B (a sum's order is free): mma k position
+// t (lane % 4) is slice row 2t, position t + 4 is row 2t + 1. So a KC fragment pair is one 16-byte load, chunk t of
+// the step. A quarter-warp's 16-byte loads (rows g, g + 1: lanes 4g..4g+7) then hit chunks {t} and {t ^ 4} of their
+// rows: 8 distinct 16-byte bank groups. A half-warp's 8-byte MN loads (rows 2t + h, columns g..g+3 of an 8-column
+// group) put row 2t's two chunks at 2t ^ {0, 1}: 4 rows x 32 bytes on distinct banks.
+template <int BMN, int BK, bool KC>
+struct DmmaTile {
+    static constexpr int LINES = KC ? BMN : BK, LINE = KC ? BK : BMN, CHUNKS = LINE / 2;
+    static constexpr int SIZE = LINES * LINE;  // doubles per stage
+    static_assert(CHUNKS % 8 == 0, "a swizzle group is 8 chunks: BK (KC) or BM, BN (MN) a multiple of 16");
+    static __device__ __forceinline__ int offset(int line, int chunk) {
+        return line * LINE + 2 * (KC ? chunk ^ ((line & 1) << 2) : chunk ^ (((line >> 1) & 3) << 1));
+    }
+};
+
+// Copies one operand's slices: thread tid moves chunk c = tid % CHUNKS of lines tid / CHUNKS + i * STEP. The
+// swizzle of line0 + i * STEP repeats every PERIOD chunks, so the shared offsets are PERIOD values plus constants.
+template <int BMN, int BK, bool KC, int THREADS>
+struct DmmaLoader {
+    using Tile = DmmaTile<BMN, BK, KC>;
+    static constexpr int STEP = THREADS / Tile::CHUNKS, PER = Tile::LINES / STEP;
+    static constexpr int PERIOD = KC ? (STEP % 2 ? 2 : 1) : (STEP % 8 == 0 ? 1 : STEP % 4 == 0 ? 2 : STEP % 2 == 0 ? 4 : 8);
+    static constexpr int SLOTS = PERIOD < PER ? PERIOD : PER;
+    static_assert(THREADS % Tile::CHUNKS == 0 && Tile::LINES % STEP == 0, "whole lines per pass, every line covered");
+    const double* ptr;  // this thread's first chunk at k = 0
+    index_t stride;     // elements from one of its chunks to the next (STEP lines)
+    int soff[SLOTS];    // shared byte offsets of its first SLOTS chunks
+    int fixed;          // KC: bit i set where chunk i's line exists; MN: doubles of its chunks that exist (0, 1, 2)
+    int first, k;       // KC: k index of its chunks at k = 0; MN: its first line
+    __device__ __forceinline__ DmmaLoader(const double* p, index_t ld, int origin, int mn, int k_, int tid) : k(k_) {
+        const int line0 = tid / Tile::CHUNKS, chunk = tid % Tile::CHUNKS, extent = mn - origin;
+#pragma unroll
+        for (int i = 0; i < SLOTS; ++i) soff[i] = 8 * Tile::offset(line0 + i * STEP, chunk);
+        if (KC) {
+            ptr = p + (index_t)(origin + line0) * ld + 2 * chunk;
+            stride = STEP * ld;
+            first = 2 * chunk;
+            fixed = 0;
+#pragma unroll
+            for (int i = 0; i < PER; ++i) fixed |= (line0 + i * STEP < extent) << i;
+        } else {
+            ptr = p + (index_t)line0 * ld + origin + 2 * chunk;
+            stride = STEP * ld;
+            first = line0;
+            fixed = extent - 2 * chunk < 0 ? 0 : extent - 2 * chunk < 2 ? extent - 2 * chunk : 2;
+        }
+    }
+    // Slice kt (k from kt * BK) into the stage at shared address dst (bytes).
+    __device__ __forceinline__ void load(unsigned dst, int kt) const {
+        const int k0 = kt * BK;
+        const double* src = KC ? ptr + k0 : ptr + (index_t)k0 * stride / STEP;
+        const int have_k = k - (k0 + first) < 0 ? 0 : k - (k0 + first) < 2 ? k - (k0 + first) : 2;  // KC
+#pragma unroll
+        for (int i = 0; i < PER; ++i, src += stride) {
+            const int have = KC ? (fixed >> i & 1 ? have_k : 0) : (k0 + first + i * STEP < k ? fixed : 0);
+            const unsigned to = dst + soff[i % SLOTS] + (i / SLOTS) * SLOTS * STEP * Tile::LINE * 8;
+            dmma_cp16(to, have ? src : ptr, have * 8);
+        }
+    }
+};
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool A_KC, bool B_KC>
+__global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)
+    matmul_dmma_async(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, int m,
+                      int n, int k, index_t lda, index_t ldb, index_t batch_a, index_t batch_b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int THREADS = BM / WM * (BN / WN) * 32, FM = WM / 16, FN = WN / 8;
+    static_assert(WM % 16 == 0 && WN % 16 == 0 && BM % WM == 0 && BN % WN == 0 && BK % 8 == 0 && STAGES >= 2,
+                  "tile shape");
+    using TA = DmmaTile<BM, BK, A_KC>;
+    using TB = DmmaTile<BN, BK, B_KC>;
+    extern __shared__ __align__(128) unsigned char dmma_bytes[];
+    double* const sa = reinterpret_cast<double*>(dmma_bytes);
+    double* const sb = sa + STAGES * TA::SIZE;
+
+    A += blockIdx.z * batch_a;
+    B += blockIdx.z * batch_b;
+    C += blockIdx.z * ((index_t)m * n);
+    // this block's C tile: consecutive blocks sweep DMMA_GROUP_M tile-rows column by column
+    int m0, n0;
+    {
+        const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, per_group = DMMA_GROUP_M * tiles_n;
+        const int first = (int)blockIdx.x / per_group * DMMA_GROUP_M, in_group = (int)blockIdx.x % per_group;
+        const int rows = tiles_m - first < DMMA_GROUP_M ? tiles_m - first : DMMA_GROUP_M;
+        m0 = (first + in_group % rows) * BM;
+        n0 = in_group / rows * BN;
+    }
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int wrow = warp / (BN / WN) * WM, wcol = warp % (BN / WN) * WN;
+
+    const DmmaLoader<BM, BK, A_KC, THREADS> la(A, lda, m0, m, k, tid);
+    const DmmaLoader<BN, BK, B_KC, THREADS> lb(B, ldb, n0, n, k, tid);
+    const unsigned sa_addr = dmma_smem(sa), sb_addr = dmma_smem(sb);
+
+    // This lane's fragment offsets (doubles, within a stage) for 8-deep step 0 and 8-row (column) group 0, with the
+    // swizzle's lane-dependent part split off: +-d for an odd step (KC) or an odd group (MN), the sign by parity.
+    // KC, line r = base + g + 8 q, step s: r * BK + 8 (s ^ (g & 1)) + 2t.
+    // MN, row 8 s + 2t + h, column base + 8 q + g: row * LINE + base + 8 (q ^ (t >> 1)) + 2 ((g >> 1) ^ 2 (t & 1)) + (g & 1).
+    auto kc_base = [&](int wbase) { return (wbase + g) * BK + 2 * t; };
+    auto mn_base = [&](int wbase, int line) { return 2 * t * line + wbase + 2 * ((g >> 1) ^ (2 * (t & 1))) + (g & 1); };
+    const int a0 = A_KC ? kc_base(wrow) : mn_base(wrow, BM), b0 = B_KC ? kc_base(wcol) : mn_base(wcol, BN);
+    const int ad = A_KC ? 8 * (g & 1) : 8 * (t >> 1), bd = B_KC ? 8 * (g & 1) : 8 * (t >> 1);
+
+    double acc[FM][FN][4];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0;
+
+    // 8-deep steps per mma: 2 (m16n8k16) on sm_90 where the slice allows, else 1
+    constexpr int DEPTH = __CUDA_ARCH__ >= 900 && CUDAKIT_DMMA_K == 16 && BK % 16 == 0 ? 2 : 1;
+    const int tiles_k = (k + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < tiles_k) {
+            la.load(sa_addr + s * TA::SIZE * 8, s);
+            lb.load(sb_addr + s * TB::SIZE * 8, s);
+        }
+        dmma_commit();
+    }
+    for (int kt = 0; kt < tiles_k; ++kt) {
+        dmma_wait<STAGES - 2>();  // slice kt has landed (this thread's copies) ...
+        __syncthreads();          // ... everyone's, and slice kt - 1's stage is free
+        {
+            const int next = kt + STAGES - 1, slot = next % STAGES;
+            if (next < tiles_k) {
+                la.load(sa_addr + slot * TA::SIZE * 8, next);
+                lb.load(sb_addr + slot * TB::SIZE * 8, next);
+            }
+            dmma_commit();
+        }
+        const double* as = sa + (kt % STAGES) * TA::SIZE;
+        const double* bs = sb + (kt % STAGES) * TB::SIZE;
+        // Fragments of DEPTH 8-deep steps from step s0. A block i (rows 16 i..): f[4 d + e], e: (g, t), (g + 8, t),
+        // (g, t + 4), (g + 8, t + 4) of step s0 + d. B block j (columns 8 j..): f[2 d + e], e: k position t, t + 4.
+        auto frag_a = [&](double(&f)[4 * DEPTH], int i, int s0) {
+#pragma unroll
+            for (int d = 0; d < DEPTH; ++d) {
+                const int s = s0 + d;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {  // rows g + 8 h: 8-line group q = 2i + h
+                    const int q = 2 * i + h;
+                    if (A_KC) {
+                        const double2 v = *reinterpret_cast<const double2*>(as + a0 + q * 8 * BK + 8 * s + (s & 1 ? -ad : ad));
+                        f[4 * d + h] = v.x;
+                        f[4 * d + 2 + h] = v.y;
+                    } else {
+                        const int off = a0 + 8 * q + (q & 1 ? -ad : ad) + 8 * s * BM;
+                        f[4 * d + h] = as[off];
+                        f[4 * d + 2 + h] = as[off + BM];
+                    }
+                }
+            }
+        };
+        auto frag_b = [&](double(&f)[2 * DEPTH], int j, int s0) {
+#pragma unroll
+            for (int d = 0; d < DEPTH; ++d) {
+                const int s = s0 + d;
+                if (B_KC) {
+                    const double2 v = *reinterpret_cast<const double2*>(bs + b0 + j * 8 * BK + 8 * s + (s & 1 ? -bd : bd));
+                    f[2 * d] = v.x;
+                    f[2 * d + 1] = v.y;
+                } else {
+                    const int off = b0 + 8 * j + (j & 1 ? -bd : bd) + 8 * s * BN;
+                    f[2 * d] = bs[off];
+                    f[2 * d + 1] = bs[off + BN];
+                }
+            }
+        };
+        auto mma = [](double(&c)[4], const double(&a)[4 * DEPTH], const double(&b)[2 * DEPTH]) {
+#if __CUDA_ARCH__ >= 900
+            if constexpr (DEPTH == 2)
+                asm("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
+                    "{%4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3};"
+                    : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+                    : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
+                      "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
+            else
+                asm("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                    "{%8, %9}, {%0, %1, %2, %3};"
+                    : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+                    : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+#else
+            // m8n8k4: rows g (c0, c1) and g + 8 (c2, c3), k positions t then t + 4
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+                        : "+d"(c[2 * h]), "+d"(c[2 * h + 1])
+                        : "d"(a[2 * e + h]), "d"(b[e]));
+#endif
+        };
+        // The operand with fewer fragment registers a warp tile is held whole; the other's streams block by block.
+#pragma unroll
+        for (int s0 = 0; s0 < BK / 8; s0 += DEPTH) {
+            if constexpr (2 * FM >= FN) {
+                double b[FN][2 * DEPTH];
+#pragma unroll
+                for (int j = 0; j < FN; ++j) frag_b(b[j], j, s0);
+#pragma unroll
+                for (int i = 0; i < FM; ++i) {
+                    double a[4 * DEPTH];
+                    frag_a(a, i, s0);
+#pragma unroll
+                    for (int j = 0; j < FN; ++j) mma(acc[i][j], a, b[j]);
+                }
+            } else {
+                double a[FM][4 * DEPTH];
+#pragma unroll
+                for (int i = 0; i < FM; ++i) frag_a(a[i], i, s0);
+#pragma unroll
+                for (int j = 0; j < FN; ++j) {
+                    double b[2 * DEPTH];
+                    frag_b(b, j, s0);
+#pragma unroll
+                    for (int i = 0; i < FM; ++i) mma(acc[i][j], a[i], b);
+                }
+            }
+        }
+    }
+    dmma_wait<0>();  // no copy (of an empty slice) outlives the block
+
+    // c0, c1: row g, columns 2t, 2t + 1 of the warp's (i, j) 16 x 8 block; c2, c3: row g + 8
+    const bool pairs = (reinterpret_cast<unsigned long long>(C) & 15) == 0 && (n & 1) == 0;
+    const int rows = m - m0 - wrow - g, cols = n - n0 - wcol - 2 * t;
+    double* const out = C + (index_t)(m0 + wrow + g) * n + n0 + wcol + 2 * t;
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = 16 * i + 8 * h;
+            if (r >= rows) continue;
+            double* const row = out + (index_t)r * n;
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                const int c = 8 * j;
+                const double x = acc[i][j][2 * h], y = acc[i][j][2 * h + 1];
+                if (pairs && c + 2 <= cols) {
+                    *reinterpret_cast<double2*>(row + c) = make_double2(x, y);
+                } else {
+                    if (c < cols) row[c] = x;
+                    if (c + 1 < cols) row[c + 1] = y;
+                }
+            }
+        }
+#endif
+}

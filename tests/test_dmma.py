@@ -1,0 +1,106 @@
+"""The standalone FP64 tensor-core kernel (kernels/matmul_dmma.cu through cudakit._dmma).
+
+GPU-less: every tile's module compiles for every architecture the installed NVRTC builds, with an empty log, and on
+sm_80+ keeps everything in registers (no spills, no stack frame). On a GPU (sm_80+): every tile and layout on odd
+shapes (edge tiles, k not a multiple of the slice) and a batch with a broadcast operand, against float64
+cupy.matmul by relative error within _check.tolerance(float64, k); outputs start poisoned, inputs are fresh draws.
+"""
+import re
+
+import numpy as np
+import pytest
+
+from cudakit import _check, _compile, _dmma
+from conftest import assert_close, poisoned, random_array
+
+ORDERS = ("C", "F")  # with A and B each: the four (A_KC, B_KC) instantiations
+SHAPES = [(1, 1, 1), (17, 33, 65), (7, 1, 9), (130, 12, 15), (200, 129, 260), (257, 300, 131)]
+
+
+def test_every_tile_compiles_warning_free_and_without_spills():
+    pytest.importorskip("cuda.bindings.nvrtc", reason="the compile check needs the test extra (NVRTC)")
+    for arch in _compile.nvrtc_archs():
+        verbose = int(arch[3:]) >= 80  # before sm_80 the kernel bodies are empty
+        for expressions in _dmma.instantiation_groups():
+            ok, log, lowered = _compile.compile_offline(_dmma.FAMILY, expressions, arch,
+                                                        ("-Xptxas=-v",) if verbose else ())
+            lines = [l for l in log.splitlines() if l.strip() and "Architectures prior to" not in l]
+            assert ok and set(lowered) == set(expressions), f"{arch} {expressions[0]}:\n{log}"
+            assert all(l.startswith("ptxas") for l in lines), f"{arch} {expressions[0]} printed:\n{log}"
+            assert not any("warning" in l.lower() for l in lines), f"{arch} {expressions[0]} printed:\n{log}"
+            if verbose:
+                frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+                assert len(frames) == len(expressions), log
+                assert all(f == ("0", "0", "0") for f in frames), f"{arch} {expressions[0]}:\n{log}"
+
+
+def test_tiles_are_distinct_and_fit():
+    assert len({t.name for t in _dmma.TILES}) == len(_dmma.TILES)
+    for t in _dmma.TILES:
+        assert t.threads <= 1024 and t.shared_bytes <= 227 * 1024, t
+
+
+def _needs_sm80():
+    import cupy
+
+    if int(cupy.cuda.Device().compute_capability) < 80:
+        pytest.skip("FP64 tensor cores need sm_80")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", _dmma.TILES, ids=lambda t: t.name)
+@pytest.mark.parametrize("a_order", ORDERS)
+@pytest.mark.parametrize("b_order", ORDERS)
+def test_shapes_and_layouts(tile, a_order, b_order):
+    import cupy
+
+    _needs_sm80()
+    for m, k, n in SHAPES:
+        A, B = random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)
+        out = poisoned((m, n), np.float64)
+        _dmma.run(A, B, out, tile)
+        assert_close(out, cupy.matmul(A, B), np.float64, k, f"{tile.name} {a_order}{b_order} {m}x{k}x{n}")
+
+
+@pytest.mark.gpu
+def test_transposed_views_and_misaligned_operands():
+    import cupy
+
+    _needs_sm80()
+    m, k, n = 75, 133, 91
+    A = random_array((k, m + 1), np.float64)[:, 1:].T  # an offset base: 8 bytes past 16-byte alignment
+    B = random_array((n, k), np.float64).T
+    out = poisoned((m, n), np.float64)
+    _dmma.run(A, B, out)
+    assert_close(out, cupy.matmul(A, B), np.float64, k, "views")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("broadcast", ["A", "B"])
+def test_batch_with_a_broadcast_operand(broadcast):
+    import cupy
+
+    _needs_sm80()
+    count, m, k, n = 5, 70, 38, 50
+    A = random_array((1 if broadcast == "A" else count, m, k), np.float64)
+    B = random_array((1 if broadcast == "B" else count, k, n), np.float64)
+    out = poisoned((count, m, n), np.float64)
+    batch = (count, 0 if broadcast == "A" else m * k, 0 if broadcast == "B" else k * n)
+    _dmma.run(A[0], B[0], out, _dmma.TILES[3], batch)
+    ref = cupy.matmul(A, B)
+    assert_close(out, ref, np.float64, k, f"batch, {broadcast} broadcast")
+    assert _check.relative_error(out[-1], ref[-1]) <= _check.tolerance(np.float64, k)
+
+
+@pytest.mark.gpu
+def test_every_tile_on_a_deep_product():
+    import cupy
+
+    _needs_sm80()
+    m, k, n = 300, 1001, 260
+    A, B = random_array((m, k), np.float64), random_array((k, n), np.float64)
+    ref = cupy.matmul(A, B)
+    for tile in _dmma.TILES:
+        out = poisoned((m, n), np.float64)
+        _dmma.run(A, B, out, tile)
+        assert_close(out, ref, np.float64, k, tile.name)

@@ -1,0 +1,161 @@
+"""Probe for the standalone FP64 tensor-core kernel (kernels/matmul_dmma.cu through cudakit._dmma).
+
+    PYTHONPATH=. python3 tools/dmma_probe.py [--sizes 2048 4096 8192] [--json FILE]
+
+1. Correctness: every tile on odd shapes in all four layouts against float64 cupy.matmul (relative error within
+   _check.tolerance(float64, k)).
+2. TFLOP/s of every tile against cupy.matmul (cuBLAS) and cudakit.matmul (the current DMMA path) at each size, C
+   order; then the best tile at 4096^3 in the other three layouts, and the best tile built with m16n8k16 on sm_90
+   (-DCUDAKIT_DMMA_K=16; it may spill) to compare mma shapes.
+Timed with cudakit.bench.timing.measure (CUDA events, input sets rotated past the L2, median). Every case catches and
+prints its own exception.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import traceback
+
+import cupy
+import numpy as np
+
+import cudakit
+from cudakit import _check, _compile, _dmma
+from cudakit.bench import timing
+from cudakit.testing import poisoned, random_array
+
+BUDGET = timing.Budget(row_s=0.15, min_runs=3, max_runs=50)
+SHAPES = [(1, 1, 1), (17, 33, 65), (130, 12, 15), (257, 300, 131), (1000, 999, 1001)]
+LAYOUTS = (("C", "C"), ("F", "C"), ("C", "F"), ("F", "F"))
+
+
+def case(label: str, fn):
+    """fn() under a label; its exception is printed, never raised. Returns fn's result or None."""
+    try:
+        return fn()
+    except Exception as exc:  # one failing case must not hide the others
+        print(f"  {label}: FAILED {type(exc).__name__}: {exc}", flush=True)
+        traceback.print_exc(limit=3)
+        return None
+
+
+def check(tile, a_order, b_order, m, k, n):
+    A, B = random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)
+    out = poisoned((m, n), np.float64)
+    _dmma.run(A, B, out, tile)
+    err = _check.relative_error(out, cupy.matmul(A, B))
+    tol = _check.tolerance(np.float64, k)
+    if not err <= tol:
+        raise AssertionError(f"{m}x{k}x{n} {a_order}{b_order}: relative error {err:.2e} > {tol:.1e}")
+
+
+def operand_sets(size: int, a_order="C", b_order="C"):
+    per_set = 3 * size * size * 8
+    count = min(timing.sets_past_l2(per_set, cupy.cuda.runtime.getDevice(), max_sets=4), 2 if size >= 8192 else 4)
+    return [(random_array((size, size), np.float64, a_order), random_array((size, size), np.float64, b_order),
+             cupy.empty((size, size), np.float64)) for _ in range(count)]
+
+
+def tflops(call, sets, size: int) -> float:
+    seconds = timing.measure(lambda i: call(*sets[i % len(sets)]), BUDGET)[0].median
+    return 2 * size ** 3 / seconds / 1e12
+
+
+class K16:
+    """The tile built with -DCUDAKIT_DMMA_K=16 (m16n8k16 on sm_90) in a module of its own."""
+
+    def __init__(self, tile):
+        self.tile = tile
+        mod = cupy.RawModule(code=_compile.source(_dmma.FAMILY), options=_compile.options() + ("-DCUDAKIT_DMMA_K=16",),
+                             name_expressions=tile.expressions())
+        self.fns = {e: mod.get_function(e) for e in tile.expressions()}
+
+    def __call__(self, A, B, out):
+        t = self.tile
+        m, k = A.shape
+        n = B.shape[1]
+        fn = self.fns[t.expression(True, False)]
+        assert A.flags.c_contiguous and B.flags.c_contiguous and k % 2 == 0 and n % 2 == 0
+        _compile.launch(fn, (-(-m // t.bm) * -(-n // t.bn), 1, 1), (t.threads,),
+                        (A, B, out, m, n, k, k, n, 0, 0), t.shared_bytes)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--sizes", type=int, nargs="*", default=[2048, 4096, 8192])
+    p.add_argument("--json")
+    args = p.parse_args()
+    start = time.perf_counter()
+    dev = cupy.cuda.Device()
+    print(f"device {cupy.cuda.runtime.getDeviceProperties(dev.id)['name'].decode()} sm_{dev.compute_capability}")
+    rows = []
+
+    print("correctness (odd shapes, layouts AB: C/F each):", flush=True)
+    for tile in _dmma.TILES:
+        bad = 0
+        for a_order, b_order in LAYOUTS:
+            for m, k, n in SHAPES:
+                ok = case(f"{tile.name} {a_order}{b_order} {m}x{k}x{n}",
+                          lambda: check(tile, a_order, b_order, m, k, n) or True)
+                bad += not ok
+        print(f"  {tile.name}: {'ok' if not bad else f'{bad} FAILED'}", flush=True)
+
+    best = {}
+    for size in args.sizes:
+        print(f"{size}^3 C order, TFLOP/s:", flush=True)
+        sets = case(f"{size} operands", lambda: operand_sets(size))
+        if sets is None:
+            continue
+        ref = case("cupy.matmul", lambda: tflops(lambda A, B, o: cupy.matmul(A, B, out=o), sets, size))
+        cur = case("cudakit.matmul", lambda: tflops(lambda A, B, o: cudakit.matmul(A, B, out=o), sets, size))
+        print(f"  cupy.matmul {ref or 0:6.2f}   cudakit.matmul (current) {cur or 0:6.2f}", flush=True)
+        for tile in _dmma.TILES:
+            rate = case(tile.name, lambda: tflops(lambda A, B, o: _dmma.run(A, B, o, tile), sets, size))
+            if rate is None:
+                continue
+            rows.append({"size": size, "tile": tile.name, "tflops": rate, "cublas": ref, "current": cur})
+            best[size] = max(best.get(size, (0, None)), (rate, tile), key=lambda x: x[0])
+            print(f"  {tile.name:26s} {rate:6.2f}  x{rate / ref if ref else 0:.2f} cuBLAS  "
+                  f"x{rate / cur if cur else 0:.2f} current", flush=True)
+        del sets
+        cupy.get_default_memory_pool().free_all_blocks()
+
+    tile = (best.get(4096) or (best[max(best)] if best else (0, _dmma.DEFAULT)))[1]
+    print(f"4096^3 other layouts, best tile {tile.name}:", flush=True)
+    for a_order, b_order in LAYOUTS[1:]:
+        def layout_case():
+            sets = operand_sets(4096, a_order, b_order)
+            mine = tflops(lambda A, B, o: _dmma.run(A, B, o, tile), sets, 4096)
+            ref = tflops(lambda A, B, o: cupy.matmul(A, B, out=o), sets, 4096)
+            cur = tflops(lambda A, B, o: cudakit.matmul(A, B, out=o), sets, 4096)
+            rows.append({"size": 4096, "layout": a_order + b_order, "tile": tile.name, "tflops": mine,
+                         "cublas": ref, "current": cur})
+            print(f"  {a_order}{b_order}: {mine:6.2f}  cupy {ref:6.2f}  current {cur:6.2f}  x{mine / ref:.2f} cuBLAS",
+                  flush=True)
+        case(f"layout {a_order}{b_order}", layout_case)
+
+    if int(dev.compute_capability) >= 90:
+        print("m16n8k16 (-DCUDAKIT_DMMA_K=16), C order:", flush=True)
+        for t in {tile, _dmma.DEFAULT}:
+            def k16_case():
+                fn = K16(t)
+                A, B = random_array((1000, 1002), np.float64), random_array((1002, 998), np.float64)
+                out = poisoned((1000, 998), np.float64)
+                fn(A, B, out)
+                err = _check.relative_error(out, cupy.matmul(A, B))
+                sets = operand_sets(4096)
+                rate = tflops(fn, sets, 4096)
+                rows.append({"size": 4096, "tile": t.name + "_k16", "tflops": rate, "error": err})
+                print(f"  {t.name}_k16 4096^3 {rate:6.2f}  (error {err:.1e}, "
+                      f"{'ok' if err <= _check.tolerance(np.float64, 1002) else 'WRONG'})", flush=True)
+            case(f"{t.name} k16", k16_case)
+
+    print(f"total {time.perf_counter() - start:.0f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, default=str)
+
+
+if __name__ == "__main__":
+    main()
