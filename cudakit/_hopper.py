@@ -1,6 +1,6 @@
 """Hopper (sm_90a) tensor-core matrix products: TMA tensor maps, the wgmma kernels' launches, the planner's entry.
 
-kernels/matmul_wgmma.cu holds two kernels of one contract: C = A @ B with f32 accumulators, C written C-contiguous
+kernels/matmul_wgmma.cu holds two matrix kernels of one contract: C = A @ B with f32 accumulators, C written C-contiguous
 in the operands' dtype (float16, bfloat16; float32 operands are multiplied as TF32 and give float32). Operands are
 read by TMA through tensor maps, which need a 16-byte aligned base and leading/batch strides of whole 16-byte
 units: an operand that breaks this is first copied into a padded buffer (whole batch at once). TF32 reads K-major
@@ -41,7 +41,7 @@ FAST_BNS, FAST_THREADS = (256, 128), 384
 FAST_STAGES = {256: 4, 128: 6}  # as the kernel's STAGES: the deepest ring that fits in shared memory
 # (BN, CLUSTER) instantiations of the fast kernel. FAST_CLUSTER: the planner's largest cluster (1 turns clusters off).
 FAST_CONFIGS = ((256, 1), (256, 2), (128, 1), (128, 2))
-FAST_CLUSTER = 2
+FAST_CLUSTER = 1  # off: the 2-CTA clusters measured slower than single CTAs (docs/NOTES.md)
 FAST_MIN_SIDE = 64  # one wgmma's rows: a thinner C is mostly padding in a 128-row tile
 FAST_MIN_FLOPS = 2 * 512 ** 3  # below this a call is bound by host time whichever kernel runs it
 # Relative time of one BN = 256 tile and one BN = 128 tile (twice the area; the narrower tile reads more shared
@@ -180,8 +180,17 @@ def _operand(x, row_axis: int, count: int, stride: int, k_major: bool):
     whole = cupy.ndarray((count,) + x.shape, x.dtype, x.data, (stride * item,) + x.strides) if batched else x[None]
     width = 16 // item
     inner = x.shape[contiguous]
+    src = whole if contiguous == 1 else whole.transpose(0, 2, 1)
+    if not src.flags.c_contiguous and src.transpose(0, 2, 1).flags.c_contiguous:
+        # a transposing copy (TF32's K-major of a C-order B or an F-order A): cudakit's tiled transpose, as CuPy's
+        # strided copy would read or write a line per element
+        from .transpose import transpose
+
+        src = transpose(_bits(src.transpose(0, 2, 1)), axes=(0, 2, 1))
+        if inner % width == 0:  # its rows are whole 16-byte units already
+            return src.data.ptr, mn, inner, src.shape[1] * inner if batched else 0, src
     buf = cupy.empty((whole.shape[0], x.shape[1 - contiguous], -(-inner // width) * width), x.dtype)
-    _bits(buf)[:, :, :inner] = _bits(whole if contiguous == 1 else whole.transpose(0, 2, 1))
+    _bits(buf)[:, :, :inner] = _bits(src)
     return buf.data.ptr, mn, buf.shape[2], buf.shape[1] * buf.shape[2] if batched else 0, buf
 
 

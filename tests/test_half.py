@@ -97,8 +97,8 @@ def test_tolerance_formulas():
             assert t32 == 4 * eps32 * math.sqrt(max(k, 16))
             assert _check.tolerance(name, k) == u + (1 + u) * t32
     assert _check.tolerance(np.float16, 100) == _check.tolerance("float16", 100)
-    u = 2.0 ** -11
-    assert _check.tf32_tolerance(4096) == 2 * u + u * u + (1 + u) ** 2 * _check.tolerance(np.float32, 4096)
+    v = 2.0 ** -10  # a TF32 input's relative error, truncated or rounded to nearest
+    assert _check.tf32_tolerance(4096) == 2 * v + v * v + (1 + v) ** 2 * _check.tolerance(np.float32, 4096)
 
 
 def test_instantiations_by_dtype_or_name_agree():

@@ -169,7 +169,8 @@ def test_both_fast_tiles(hopper, bn):
         _assert_product(_run("wgmma_fast", A, B, np.float16, bn=bn), A, B, f"BN={bn} {m}x{k}x{n}")
 
 
-# Tile rows (of 128) even and odd (a cluster's second CTA past m), one tile, several waves of persistent blocks.
+# Tile rows (of 128) even and odd (a cluster's second CTA past m), one tile, several waves of persistent blocks;
+# n a multiple of 8 (the 16-byte epilogue of 16-bit types) and not.
 CONFIG_SHAPES = [(300, 200, 520), (256, 64, 256), (100, 129, 70), (1000, 777, 3000), (2200, 1000, 4100)]
 
 
@@ -190,12 +191,13 @@ def test_every_fast_config(hopper, config, name):
             A, B = _operand((m, k), dtype, la), _operand((k, n), dtype, lb)
             out = _run("wgmma_fast", A, B, dtype, bn=bn, cluster=cluster)
             _assert_product(out, A, B, f"BN={bn} cluster {cluster} {name} {la}{lb} {m}x{k}x{n}")
-    count, m, k, n = 5, 390, 100, 300  # 4 tile rows: odd cluster rows past m in every product
-    A3, B = random_array((count, m, k), dtype), random_array((k, n), dtype)
-    out = poisoned((count, m, n), dtype)
-    _hopper.run_wgmma("wgmma_fast", A3[0], B, out[0], batch=(count, m * k, 0), bn=bn, cluster=cluster)
-    for z in range(count):
-        _assert_product(out[z], A3[z], B, f"BN={bn} cluster {cluster} {name} batch product {z}")
+    for n in (300, 304):  # 4 tile rows (a cluster row past m in every product); n % 8: element pairs or 16 bytes
+        count, m, k = 5, 390, 100
+        A3, B = random_array((count, m, k), dtype), random_array((k, n), dtype)
+        out = poisoned((count, m, n), dtype)
+        _hopper.run_wgmma("wgmma_fast", A3[0], B, out[0], batch=(count, m * k, 0), bn=bn, cluster=cluster)
+        for z in range(count):
+            _assert_product(out[z], A3[z], B, f"BN={bn} cluster {cluster} {name} batch product {z} n {n}")
 
 
 @pytest.mark.gpu

@@ -6,9 +6,9 @@ On a GPU: every kernel, dtype and layout against a float64 reference of the same
 relative error of _check.product_error (||out - ref|| / || |A| @ |B| ||), bounded by
   float16, bfloat16: _check.tolerance: u + (1 + u) 4 eps32 sqrt(max(k, 16)): products exact in float32, a float32
                     sum of k of them (random-walk growth), one rounding to the 16-bit type (u = 2^-11, 2^-8);
-  float32 (TF32):   _check.tf32_tolerance: 2u + u^2 + (1 + u)^2 4 eps32 sqrt(max(k, 16)), u = 2^-11: each input
-                    rounded to nearest TF32 (11 significant bits) changes a product by at most 2u + u^2 of it, then
-                    the same float32 sum. A kernel that truncated instead of rounding could exceed it.
+  float32 (TF32):   _check.tf32_tolerance: 2v + v^2 + (1 + v)^2 4 eps32 sqrt(max(k, 16)), v = 2^-10: each input
+                    taken to TF32 (11 significant bits, truncated or rounded to nearest) changes a product by at
+                    most 2v + v^2 of it, then the same float32 sum.
 Outputs start poisoned (NaN), inputs are fresh random draws, shapes are odd (edge tiles, k not a multiple of 8).
 """
 import re

@@ -47,6 +47,15 @@ def measure_ceilings(budget, device_id: int, step=lambda text: None) -> dict:
             record(key, f"mma.sync {'TF32 m16n8k8' if tf32 else 'float16 m16n8k16'} chains, float32 sums "
                    f"({_ceilings.MMA_CHAINS} per warp; wgmma goes past it on Hopper)", "TFLOP/s",
                    measure(lambda k: _ceilings.mma_throughput(tf32, iters, sink), budget), flops)
+    from .. import _hopper
+
+    if _hopper.available(device_id):  # Hopper: wgmma, the tensor cores' real roof
+        sink = cupy.empty(_hopper.ceiling_sink_size(device_id), cupy.float32)
+        for key, name, iters in (("wgmma16", "float16", 1 << 12), ("wgmma_tf32", "float32", 1 << 12)):
+            flops = _hopper.wgmma_throughput(name, 1, sink) * iters  # (the FLOPs per iteration, times the count)
+            record(key, f"wgmma {'TF32' if name == 'float32' else 'float16'} m64n256 from shared memory, float32 "
+                   "sums (two warpgroups per SM)", "TFLOP/s",
+                   measure(lambda k: _hopper.wgmma_throughput(name, iters, sink), budget), flops)
     record("launch", "an empty kernel per call, back to back (host-bound: the floor of a per-call time)", "µs",
            measure(lambda k: _ceilings.empty_launch(), budget, per_call=True), None)
     return out

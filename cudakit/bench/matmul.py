@@ -163,8 +163,9 @@ class MatmulBench(OpBench):
                 "sampled_rows": None if rows is None else int(rows.size)}
 
     def fraction(self, row, case_ceiling, ceilings):
-        if row.get("tf32") or row["dtype"] in HALVES:  # against the mma.sync roof (wgmma goes past it)
-            key = "mma_tf32" if row.get("tf32") else "mma16"
+        if row.get("tf32") or row["dtype"] in HALVES:  # against wgmma's roof on Hopper, else mma.sync's
+            keys = ("wgmma_tf32", "mma_tf32") if row.get("tf32") else ("wgmma16", "mma16")
+            key = next((k for k in keys if k in ceilings), keys[-1])
         else:
             key = "fp64" if row["dtype"] == "float64" else "fp32"
         return (key, row["tflops"] / ceilings[key]["value"]) if key in ceilings else None
@@ -172,10 +173,11 @@ class MatmulBench(OpBench):
     def footnotes(self, results):
         ce = results["ceilings"]
         peaks = ", ".join(f"{k.upper()} {ce[k]['value']:.1f} TFLOP/s" for k in ("fp32", "fp64") if k in ce)
-        mma = ", ".join(f"{k} {ce[k]['value']:.0f} TFLOP/s" for k in ("mma16", "mma_tf32") if k in ce)
+        mma = ", ".join(f"{k} {ce[k]['value']:.0f} TFLOP/s" for k in ("wgmma16", "wgmma_tf32", "mma16", "mma_tf32")
+                        if k in ce)
         return [f"% of FMA peak: of the FMA throughput measured in this run ({peaks}); "
                 "above 100% of the FP64 one means FP64 tensor cores (DMMA); float16, bfloat16 and TF32 rows: of "
-                f"the mma.sync throughput measured ({mma}), which Hopper's wgmma passes",
+                f"the tensor-core throughput measured ({mma}; wgmma's where the GPU has it)",
                 f"† matmuls above 2^34 multiply-adds: error on {SAMPLE_ROWS} sampled rows (A[rows] @ B in float64)"]
 
 

@@ -59,11 +59,11 @@ def plot_roofline(results: dict, path: str) -> None:
     if "fp64" in ce:
         peak64 = ce["fp64"]["value"] * 1e12
         ax.loglog(ai, np.minimum(bw * ai, peak64) / 1e12, "k--", lw=1, label=f"FP64 FMA {peak64 / 1e12:.1f} TFLOP/s")
-    for key, style, what in (("mma16", "k-.", "float16 tensor cores, mma.sync"), ("mma_tf32", "k:", "TF32, mma.sync")):
+    for key, style, what in (("wgmma16", "b-", "float16 tensor cores, wgmma"), ("mma16", "b-.", "float16, mma.sync"),
+                             ("wgmma_tf32", "c-", "TF32, wgmma"), ("mma_tf32", "c-.", "TF32, mma.sync")):
         if key in ce:
             peak = ce[key]["value"] * 1e12
-            ax.loglog(ai, np.minimum(bw * ai, peak) / 1e12, style, lw=1,
-                      label=f"{what} {peak / 1e12:.0f} TFLOP/s (wgmma passes it on Hopper)")
+            ax.loglog(ai, np.minimum(bw * ai, peak) / 1e12, style, lw=1, label=f"{what} {peak / 1e12:.0f} TFLOP/s")
     markers = ("s", "D", "v")  # an op's further headline cases
     for op, marker in ((op, b.roofline_marker) for op, b in BENCHES.items() if b.roofline_marker):
         for i, rows in enumerate(_headline_cases(results, op)):
