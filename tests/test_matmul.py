@@ -439,14 +439,17 @@ def test_tune_scores_the_pair_as_choose_will_run_it():
 @pytest.mark.gpu
 def test_tf32_follows_cupys_compute_type_unless_told():
     """tf32=None does what cupy.matmul does: TF32 when CuPy's float32 compute type is TF32 (what CUPY_TF32=1
-    selects), true FP32 otherwise; tf32=False keeps FP32 either way. TF32 rounds the inputs to 11 significant bits,
-    so its error is far above the FP32 bound (and within the TF32 one)."""
+    selects), true FP32 otherwise; tf32=False keeps FP32 either way. Told apart by A's value 1 + 2^-20, which FP32
+    keeps and TF32 (11 significant bits, truncated or rounded) takes to 1: each sum of k of them is k (1 + 2^-20)
+    in FP32 and k in TF32, a gap of 15 float32 ulps at k = 1000."""
     import cupy
     from cupy._core import _routines_linalg as linalg
 
     if int(cupy.cuda.Device().compute_capability) < 80:
         pytest.skip("TF32 needs sm_80")
-    A, B = random_array((300, 1000), np.float32), random_array((1000, 200), np.float32)
+    k, eps = 1000, 2.0 ** -20
+    A = cupy.full((130, k), 1 + eps, np.float32)
+    B = cupy.ones((k, 150), np.float32)
     before = linalg.get_compute_type(np.float32)
     try:
         for compute_type, tf32, expect_tf32 in ((linalg.COMPUTE_TYPE_TF32, None, True),
@@ -454,13 +457,12 @@ def test_tf32_follows_cupys_compute_type_unless_told():
                                                 (linalg.COMPUTE_TYPE_DEFAULT, None, False),
                                                 (linalg.COMPUTE_TYPE_DEFAULT, True, True)):
             linalg.set_compute_type(np.float32, compute_type)
-            out = cudakit.matmul(A, B, out=poisoned((300, 200), np.float32), tf32=tf32)
-            err = _check.product_error(out, A, B)
-            fp32 = _check.tolerance(np.float32, 1000)
+            out = cudakit.matmul(A, B, out=poisoned((130, 150), np.float32), tf32=tf32)
+            gap = float(cupy.abs(out.astype(np.float64) - k * (1 + eps)).max())
             if expect_tf32:
-                assert fp32 < err <= _check.tf32_tolerance(1000), (compute_type, tf32, err)
+                assert abs(gap - k * eps) < k * eps / 4, (compute_type, tf32, gap)
             else:
-                assert err <= fp32, (compute_type, tf32, err)
+                assert gap < k * eps / 4, (compute_type, tf32, gap)
     finally:
         linalg.set_compute_type(np.float32, before)
 
