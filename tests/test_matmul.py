@@ -440,14 +440,14 @@ def test_tune_scores_the_pair_as_choose_will_run_it():
 def test_tf32_follows_cupys_compute_type_unless_told():
     """tf32=None does what cupy.matmul does: TF32 when CuPy's float32 compute type is TF32 (what CUPY_TF32=1
     selects), true FP32 otherwise; tf32=False keeps FP32 either way. Told apart by A's value 1 + 2^-20, which FP32
-    keeps and TF32 (11 significant bits, truncated or rounded) takes to 1: each sum of k of them is k (1 + 2^-20)
-    in FP32 and k in TF32, a gap of 15 float32 ulps at k = 1000."""
+    keeps and TF32 (11 significant bits, truncated or rounded) takes to 1: with k = 8 every partial sum j (1 + 2^-20)
+    is exact in float32, so FP32 gives k (1 + 2^-20) exactly and TF32 gives k."""
     import cupy
     from cupy._core import _routines_linalg as linalg
 
     if int(cupy.cuda.Device().compute_capability) < 80:
         pytest.skip("TF32 needs sm_80")
-    k, eps = 1000, 2.0 ** -20
+    k, eps = 8, 2.0 ** -20
     A = cupy.full((130, k), 1 + eps, np.float32)
     B = cupy.ones((k, 150), np.float32)
     before = linalg.get_compute_type(np.float32)
