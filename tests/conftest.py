@@ -101,3 +101,24 @@ def run_cli(*args, env=None, timeout=120):
     full_env.update(env or {})
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def assert_compiles_without_spills(family: str, groups, archs) -> None:
+    """Every module of `groups` compiles with NVRTC for every arch of `archs`: ptxas's own report lines only (no
+    warning), and from sm_80 on (where the tensor-core bodies exist) no stack frame and no spills."""
+    import re
+
+    from cudakit import _compile
+
+    for arch in archs:
+        verbose = int(arch[3:5]) >= 80
+        for expressions in groups:
+            ok, log, lowered = _compile.compile_offline(family, expressions, arch, ("-Xptxas=-v",) if verbose else ())
+            lines = [l for l in log.splitlines() if l.strip() and "Architectures prior to" not in l]
+            assert ok and set(lowered) == set(expressions), f"{arch} {expressions[0]}:\n{log}"
+            assert all(l.startswith("ptxas") for l in lines), f"{arch} {expressions[0]} printed:\n{log}"
+            assert not any("warning" in l.lower() for l in lines), f"{arch} {expressions[0]} printed:\n{log}"
+            if verbose:
+                frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+                assert len(frames) == len(expressions), log
+                assert all(f == ("0", "0", "0") for f in frames), f"{arch} {expressions[0]}:\n{log}"

@@ -5,13 +5,12 @@ sm_80+ keeps everything in registers (no spills, no stack frame). On a GPU (sm_8
 shapes (edge tiles, k not a multiple of the slice) and a batch with a broadcast operand, against float64
 cupy.matmul by relative error within _check.tolerance(float64, k); outputs start poisoned, inputs are fresh draws.
 """
-import re
 
 import numpy as np
 import pytest
 
 from cudakit import _check, _compile, _dmma
-from conftest import assert_close, poisoned, random_array
+from conftest import assert_close, assert_compiles_without_spills, poisoned, random_array
 
 ORDERS = ("C", "F")  # with A and B each: the four (A_KC, B_KC) instantiations
 SHAPES = [(1, 1, 1), (17, 33, 65), (7, 1, 9), (130, 12, 15), (200, 129, 260), (257, 300, 131)]
@@ -19,19 +18,7 @@ SHAPES = [(1, 1, 1), (17, 33, 65), (7, 1, 9), (130, 12, 15), (200, 129, 260), (2
 
 def test_every_tile_compiles_warning_free_and_without_spills():
     pytest.importorskip("cuda.bindings.nvrtc", reason="the compile check needs the test extra (NVRTC)")
-    for arch in _compile.nvrtc_archs():
-        verbose = int(arch[3:]) >= 80  # before sm_80 the kernel bodies are empty
-        for expressions in _dmma.instantiation_groups():
-            ok, log, lowered = _compile.compile_offline(_dmma.FAMILY, expressions, arch,
-                                                        ("-Xptxas=-v",) if verbose else ())
-            lines = [l for l in log.splitlines() if l.strip() and "Architectures prior to" not in l]
-            assert ok and set(lowered) == set(expressions), f"{arch} {expressions[0]}:\n{log}"
-            assert all(l.startswith("ptxas") for l in lines), f"{arch} {expressions[0]} printed:\n{log}"
-            assert not any("warning" in l.lower() for l in lines), f"{arch} {expressions[0]} printed:\n{log}"
-            if verbose:
-                frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
-                assert len(frames) == len(expressions), log
-                assert all(f == ("0", "0", "0") for f in frames), f"{arch} {expressions[0]}:\n{log}"
+    assert_compiles_without_spills(_dmma.FAMILY, _dmma.instantiation_groups(), _compile.nvrtc_archs())
 
 
 def test_tiles_are_distinct_and_fit():

@@ -11,13 +11,12 @@ relative error of _check.product_error (||out - ref|| / || |A| @ |B| ||), bounde
                     most 2v + v^2 of it, then the same float32 sum.
 Outputs start poisoned (NaN), inputs are fresh random draws, shapes are odd (edge tiles, k not a multiple of 8).
 """
-import re
 
 import numpy as np
 import pytest
 
 from cudakit import _check, _compile, matmul_tc
-from conftest import poisoned, random_array
+from conftest import assert_compiles_without_spills, poisoned, random_array
 
 KINDS = ("wmma", "mma_sync")
 NAMES = ("float16", "bfloat16", "float32")
@@ -29,19 +28,7 @@ SHAPES = [(1, 1, 1), (17, 33, 65), (7, 1, 9), (15, 100, 3), (64, 64, 64), (33, 7
 # ---------------------------------------------------------------------------------------------------- GPU-less
 def test_every_module_compiles_warning_free_and_without_spills():
     pytest.importorskip("cuda.bindings.nvrtc", reason="the compile check needs the test extra (NVRTC)")
-    for arch in _compile.nvrtc_archs():
-        verbose = int(arch[3:]) >= 80  # ptxas's report; before sm_80 the sm_80 kernels are a trap (never launched)
-        for expressions in matmul_tc.instantiation_groups():
-            ok, log, lowered = _compile.compile_offline(matmul_tc.FAMILY, expressions, arch,
-                                                        ("-Xptxas=-v",) if verbose else ())
-            lines = [l for l in log.splitlines() if l.strip() and "Architectures prior to" not in l]
-            assert ok and set(lowered) == set(expressions), f"{arch} {expressions[0]}:\n{log}"
-            assert all(l.startswith("ptxas") for l in lines), f"{arch} {expressions[0]} printed:\n{log}"
-            assert not any("warning" in l.lower() for l in lines), f"{arch} {expressions[0]} printed:\n{log}"
-            if verbose:
-                frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
-                assert len(frames) == len(expressions), log
-                assert all(f == ("0", "0", "0") for f in frames), f"{arch} {expressions[0]}:\n{log}"
+    assert_compiles_without_spills(matmul_tc.FAMILY, matmul_tc.instantiation_groups(), _compile.nvrtc_archs())
 
 
 def test_variant_rows():
