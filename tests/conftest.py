@@ -122,3 +122,14 @@ def assert_compiles_without_spills(family: str, groups, archs) -> None:
                 frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
                 assert len(frames) == len(expressions), log
                 assert all(f == ("0", "0", "0") for f in frames), f"{arch} {expressions[0]}:\n{log}"
+
+
+def assert_tensor_core_product(out, A, B, what: str) -> None:
+    """out = A @ B from the tensor cores within cudakit's bound for its dtype: float32 sums of 16-bit products
+    rounded once, or (a float32 result) TF32 inputs."""
+    from cudakit import _check
+
+    k = A.shape[-1]
+    err = _check.product_error(out, A, B)
+    bound = _check.tf32_tolerance(k) if out.dtype.name == "float32" else _check.tolerance(out.dtype, k)
+    assert err <= bound, f"{what}: relative error {err:.3e} > {bound:.2e}"

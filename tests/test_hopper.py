@@ -16,8 +16,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from cudakit import _check, _compile, _hopper
-from conftest import poisoned, random_array
+from cudakit import _compile, _hopper
+from conftest import assert_tensor_core_product, poisoned, random_array
 
 KINDS = ("wgmma", "wgmma_fast")
 LAYOUTS = [("C", "F"), ("C", "C"), ("F", "F"), ("F", "C")]  # (A, B) orders: K-major both first
@@ -123,17 +123,6 @@ def _operand(shape, dtype, order):
     raise ValueError(order)
 
 
-def _bound(dtype, k):
-    return _check.tf32_tolerance(k) if dtype.name == "float32" else _check.tolerance(dtype, k)
-
-
-def _assert_product(out, A, B, what):
-    k = A.shape[-1]
-    err = _check.product_error(out, A, B)
-    bound = _bound(out.dtype, k)
-    assert err <= bound, f"{what}: relative error {err:.3e} > {bound:.2e}"
-
-
 def _run(kind, A, B, dtype, **kw):
     out = poisoned((A.shape[0], B.shape[1]), dtype)
     _hopper.run_wgmma(kind, A, B, out, **kw)
@@ -148,7 +137,7 @@ def test_shapes_and_layouts(hopper, kind, layout, name):
     dtype = _dtype(name)
     for m, k, n in SHAPES:
         A, B = _operand((m, k), dtype, layout[0]), _operand((k, n), dtype, layout[1])
-        _assert_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {layout} {m}x{k}x{n}")
+        assert_tensor_core_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {layout} {m}x{k}x{n}")
 
 
 @pytest.mark.gpu
@@ -158,7 +147,7 @@ def test_odd_large_shape(hopper, kind, name):
     dtype = _dtype(name)
     for layout in (("C", "F"), ("F", "C")):
         A, B = _operand((4097, 4095), dtype, layout[0]), _operand((4095, 4099), dtype, layout[1])
-        _assert_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {layout} 4097x4095x4099")
+        assert_tensor_core_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {layout} 4097x4095x4099")
 
 
 @pytest.mark.gpu
@@ -166,7 +155,7 @@ def test_odd_large_shape(hopper, kind, name):
 def test_both_fast_tiles(hopper, bn):
     for m, k, n in [(1000, 777, 3000), (64, 64, 300), (4096, 512, 4096)]:
         A, B = _operand((m, k), np.float16, "C"), _operand((k, n), np.float16, "C")
-        _assert_product(_run("wgmma_fast", A, B, np.float16, bn=bn), A, B, f"BN={bn} {m}x{k}x{n}")
+        assert_tensor_core_product(_run("wgmma_fast", A, B, np.float16, bn=bn), A, B, f"BN={bn} {m}x{k}x{n}")
 
 
 # Tile rows (of 128) even and odd (a cluster's second CTA past m), one tile, several waves of persistent blocks;
@@ -190,14 +179,14 @@ def test_every_fast_config(hopper, config, name):
         for m, k, n in CONFIG_SHAPES[:3] if la != "C" or lb != "F" else CONFIG_SHAPES:
             A, B = _operand((m, k), dtype, la), _operand((k, n), dtype, lb)
             out = _run("wgmma_fast", A, B, dtype, bn=bn, cluster=cluster)
-            _assert_product(out, A, B, f"BN={bn} cluster {cluster} {name} {la}{lb} {m}x{k}x{n}")
+            assert_tensor_core_product(out, A, B, f"BN={bn} cluster {cluster} {name} {la}{lb} {m}x{k}x{n}")
     for n in (300, 304):  # 4 tile rows (a cluster row past m in every product); n % 8: element pairs or 16 bytes
         count, m, k = 5, 390, 100
         A3, B = random_array((count, m, k), dtype), random_array((k, n), dtype)
         out = poisoned((count, m, n), dtype)
         _hopper.run_wgmma("wgmma_fast", A3[0], B, out[0], batch=(count, m * k, 0), bn=bn, cluster=cluster)
         for z in range(count):
-            _assert_product(out[z], A3[z], B, f"BN={bn} cluster {cluster} {name} batch product {z} n {n}")
+            assert_tensor_core_product(out[z], A3[z], B, f"BN={bn} cluster {cluster} {name} batch product {z} n {n}")
 
 
 @pytest.mark.gpu
@@ -234,11 +223,11 @@ def test_misaligned_views(hopper, kind, name):
     dtype = _dtype(name)
     for a, b in [("offset", "offset"), ("strided", "F"), ("C", "strided"), ("offset", "C")]:
         A, B = _operand((131, 77), dtype, a), _operand((77, 259), dtype, b)
-        _assert_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {a}/{b}")
+        assert_tensor_core_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {a}/{b}")
     A, B = _operand((67, 80), dtype, "C"), _operand((80, 128), dtype, "C")
     C = poisoned((67 * 128 + 1,), dtype)[1:].reshape(67, 128)  # C-contiguous, one element off: element stores
     _hopper.run_wgmma(kind, A, B, C)
-    _assert_product(C, A, B, f"{kind} {name} offset output")
+    assert_tensor_core_product(C, A, B, f"{kind} {name} offset output")
 
 
 @pytest.mark.gpu
@@ -258,7 +247,7 @@ def test_batched_and_broadcast(hopper, kind, name):
         out = poisoned((count, m, n), dtype)
         _hopper.run_wgmma(kind, A[0], B[0], out[0], batch=(count, sa, sb))
         for z in range(count):
-            _assert_product(out[z], A[z], B[z if sb else 0], f"{kind} {name} product {z} (strides {sa}, {sb})")
+            assert_tensor_core_product(out[z], A[z], B[z if sb else 0], f"{kind} {name} product {z} (strides {sa}, {sb})")
 
 
 @pytest.mark.gpu
@@ -270,12 +259,12 @@ def test_run_fast_plans(hopper):
     A = random_array((1024, 1024), np.float16)
     out = poisoned((1024, 1024), np.float16)
     assert _hopper.run_fast(A, B, out)
-    _assert_product(out, A, B, "run_fast 1024^3")
+    assert_tensor_core_product(out, A, B, "run_fast 1024^3")
     A3, B3 = random_array((4, 256, 512), np.float16), random_array((4, 512, 384), np.float16)
     out3 = poisoned((4, 256, 384), np.float16)
     assert _hopper.run_fast(A3[0], B3[0], out3[0], batch=(4, 256 * 512, 512 * 384))
     for z in range(4):
-        _assert_product(out3[z], A3[z], B3[z], f"run_fast batched {z}")
+        assert_tensor_core_product(out3[z], A3[z], B3[z], f"run_fast batched {z}")
 
 
 @pytest.mark.gpu
@@ -293,6 +282,6 @@ def test_past_2_31_elements(hopper, kind):
         A, B = random_array((m, k), np.float16), random_array((k, n), np.float16)
         out = poisoned((m, n), np.float16)
         _hopper.run_wgmma(kind, A, B, out)
-        _assert_product(out[rows], A[rows], B, f"{kind} {m}x{k}x{n} rows {rows}")
+        assert_tensor_core_product(out[rows], A[rows], B, f"{kind} {m}x{k}x{n} rows {rows}")
         del A, B, out
         cupy.get_default_memory_pool().free_all_blocks()

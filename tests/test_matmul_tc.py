@@ -15,8 +15,8 @@ Outputs start poisoned (NaN), inputs are fresh random draws, shapes are odd (edg
 import numpy as np
 import pytest
 
-from cudakit import _check, _compile, matmul_tc
-from conftest import assert_compiles_without_spills, poisoned, random_array
+from cudakit import _compile, matmul_tc
+from conftest import assert_compiles_without_spills, assert_tensor_core_product, poisoned, random_array
 
 KINDS = ("wmma", "mma_sync")
 NAMES = ("float16", "bfloat16", "float32")
@@ -104,16 +104,6 @@ def _operand(shape, dtype, order):
     raise ValueError(order)
 
 
-def _bound(dtype, k):
-    return _check.tf32_tolerance(k) if dtype.name == "float32" else _check.tolerance(dtype, k)
-
-
-def _assert_product(out, A, B, what):
-    err = _check.product_error(out, A, B)
-    bound = _bound(out.dtype, A.shape[-1])
-    assert err <= bound, f"{what}: relative error {err:.3e} > {bound:.2e}"
-
-
 def _run(kind, A, B, dtype, **kw):
     out = poisoned((A.shape[0], B.shape[1]), dtype)
     matmul_tc.run_tc(kind, A, B, out, **kw)
@@ -130,7 +120,7 @@ def test_shapes_and_layouts(cc, kind, name):
         for oa in ORDERS:
             for ob in ORDERS:
                 A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)
-                _assert_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {oa}/{ob} {m}x{k}x{n}")
+                assert_tensor_core_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {oa}/{ob} {m}x{k}x{n}")
 
 
 @pytest.mark.gpu
@@ -147,7 +137,7 @@ def test_through_the_public_api(cc, kind, name):
         out = poisoned((m, n), dtype)
         res = cudakit.matmul(A, B, out=out, variant=kind, **extra)
         assert res is out
-        _assert_product(out, A, B, f"cudakit.matmul variant={kind} {name} {m}x{k}x{n}")
+        assert_tensor_core_product(out, A, B, f"cudakit.matmul variant={kind} {name} {m}x{k}x{n}")
 
 
 @pytest.mark.gpu
@@ -169,7 +159,7 @@ def test_every_mma_tile_on_edges_and_whole_tiles(cc, name):
             for oa, ob in [("C", "T"), ("T", "C"), ("C", "C"), ("T", "T")]:
                 A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)
                 out = _run("mma_sync", A, B, dtype, tile=tile)
-                _assert_product(out, A, B, f"{tile} {name} {oa}/{ob} {m}x{k}x{n}")
+                assert_tensor_core_product(out, A, B, f"{tile} {name} {oa}/{ob} {m}x{k}x{n}")
 
 
 @pytest.mark.gpu
@@ -179,7 +169,7 @@ def test_odd_large_shape(cc, name):
     dtype = _dtype(name)
     for oa, ob in [("C", "T"), ("T", "C"), ("C", "C"), ("T", "T")]:
         A, B = _operand((4097, 4099), dtype, oa), _operand((4099, 4095), dtype, ob)
-        _assert_product(_run("mma_sync", A, B, dtype), A, B, f"mma_sync {name} {oa}/{ob} 4097x4099x4095")
+        assert_tensor_core_product(_run("mma_sync", A, B, dtype), A, B, f"mma_sync {name} {oa}/{ob} 4097x4099x4095")
 
 
 @pytest.mark.gpu
@@ -192,11 +182,11 @@ def test_misaligned_and_strided_views(cc, kind, name):
                    ("offset", "T"), ("offsetF", "C")]:
         for m, k, n in [(131, 77, 259), (5, 3, 70)]:
             A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)
-            _assert_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {oa}/{ob} {m}x{k}x{n}")
+            assert_tensor_core_product(_run(kind, A, B, dtype), A, B, f"{kind} {name} {oa}/{ob} {m}x{k}x{n}")
     A, B = _operand((67, 80), dtype, "C"), _operand((80, 130), dtype, "C")
     C = poisoned((67 * 130 + 1,), dtype)[1:].reshape(67, 130)  # C one element off its alignment: element stores
     matmul_tc.run_tc(kind, A, B, C)
-    _assert_product(C, A, B, f"{kind} {name} offset output")
+    assert_tensor_core_product(C, A, B, f"{kind} {name} offset output")
 
 
 @pytest.mark.gpu
@@ -218,7 +208,7 @@ def test_batched_and_broadcast(cc, kind, name):
         out = poisoned((count, mm, nn), dtype)
         matmul_tc.run_tc(kind, A[0], B[0], out[0], batch=(count, sa, sb))
         for z in range(count):
-            _assert_product(out[z], A[z if sa else 0], B[z if sb else 0], f"{kind} {name} product {z} ({sa}, {sb})")
+            assert_tensor_core_product(out[z], A[z if sa else 0], B[z if sb else 0], f"{kind} {name} product {z} ({sa}, {sb})")
 
 
 @pytest.mark.gpu
@@ -233,7 +223,7 @@ def test_run_fast_plans_and_runs(cc, name):
         A, B = _operand((m, k), dtype, "C"), _operand((k, n), dtype, "C")
         out = poisoned((m, n), dtype)
         matmul_tc.run_fast(A, B, out)
-        _assert_product(out, A, B, f"run_fast {name} {m}x{k}x{n}")
+        assert_tensor_core_product(out, A, B, f"run_fast {name} {m}x{k}x{n}")
         if cc >= 80:
             tile = matmul_tc.plan_fast(device, name, m, n, k)
             assert tile in matmul_tc.tiles(name)
@@ -273,7 +263,7 @@ def test_past_2_31_elements(cc):
         for kind in KINDS:
             out = poisoned((m, n), np.float16)
             matmul_tc.run_tc(kind, A, B, out)
-            _assert_product(out[rows], A[rows], B, f"{kind} {m}x{k}x{n} rows {rows}")
+            assert_tensor_core_product(out[rows], A[rows], B, f"{kind} {m}x{k}x{n} rows {rows}")
             del out
         del A, B
         cupy.get_default_memory_pool().free_all_blocks()
