@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import cupy
 import numpy as np
@@ -23,6 +24,17 @@ def dtype_name(dtype) -> str:
 def supported_names(allowed) -> str:
     """`allowed` (dtypes, or dtype names such as HALVES') as an error message lists it."""
     return ", ".join(a if isinstance(a, str) else str(np.dtype(a)) for a in allowed)
+
+
+def dask_face(*values):
+    """cudakit.dask where a value is a Dask array, else None. Without dask.array imported no value can be one, so
+    this imports nothing: `import cudakit` never imports Dask."""
+    module = sys.modules.get("dask.array")
+    if module is not None and any(isinstance(v, module.Array) for v in values):
+        from . import dask
+
+        return dask
+    return None
 
 
 def device_array(op: str, name: str, x, ndim: int | tuple[int, ...] | None = None, *, min_ndim: int = 0):

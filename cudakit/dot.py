@@ -113,6 +113,8 @@ def _plain(a, b, out) -> bool:
 
 
 def _checked_dot(a, b, out, variant, check):
+    if (face := _args.dask_face(a, b)) is not None:
+        return face.dot(a, b, out=out, variant=variant, check=check)
     a = _args.device_array("dot", "a", a, 1)
     b = _args.device_array("dot", "b", b, 1)
     if a.shape != b.shape:

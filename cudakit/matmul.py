@@ -492,6 +492,8 @@ def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None, 
     views are read in place, batches and broadcast batches too (a broadcast operand is read, never copied); other
     strides are copied to C order first. Runs on CuPy's current stream with no synchronisation.
     """
+    if (type(A) is not cupy.ndarray or type(B) is not cupy.ndarray) and (face := _args.dask_face(A, B)) is not None:
+        return face.matmul(A, B, out=out, variant=variant, check=check, tf32=tf32)
     A = _args.device_array("matmul", "A", A)
     B = _args.device_array("matmul", "B", B)
     batch, m, k, n, shape = _nd.matmul_shapes("matmul", A.shape, B.shape)

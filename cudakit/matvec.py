@@ -241,6 +241,8 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
     non-contiguous x, are first copied with cupy.ascontiguousarray. Runs on CuPy's current stream with no
     synchronisation; deterministic (fixed summation order for a given shape, layout and alignment).
     """
+    if (type(A) is not cupy.ndarray or type(x) is not cupy.ndarray) and (face := _args.dask_face(A, x)) is not None:
+        return face.matvec(A, x, out=out, variant=variant, check=check)
     A = _args.device_array("matvec", "A", A, min_ndim=2)
     x = _args.device_array("matvec", "x", x, min_ndim=1)
     if A.shape[-1] != x.shape[-1]:

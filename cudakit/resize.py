@@ -155,9 +155,10 @@ def _triple(name, value, default):
     return values
 
 
-def _hashable(value):
-    hashable = value is None or isinstance(value, (numbers.Number, str, tuple))
-    return value if hashable else tuple(np.ravel(value).tolist())
+def hashable(value):
+    """value as a cache key: a sequence (a list of means, an array) as a tuple."""
+    as_is = value is None or isinstance(value, (numbers.Number, str, tuple))
+    return value if as_is else tuple(np.ravel(value).tolist())
 
 
 def output_size(op: str, size) -> tuple[int, int]:
@@ -194,6 +195,11 @@ def settings(size, pad, bgr_to_rgb, scale, mean, std, dtype, layout) -> Settings
     pad_src = sum(int(p) << 8 * c for c, p in enumerate(pads[::-1] if bgr_to_rgb else pads))
     return Settings(output_size("letterbox", size), pads, bool(bgr_to_rgb), float(scale), means, stds, dtype,
                     layout == "NCHW", tail, pad_src)
+
+
+def boxes_map_row(g: Geometry) -> np.ndarray:
+    """An image's (3, 2) rows of the BoxesMap, as the letterbox kernels write them."""
+    return np.array([[g.nh / g.h, g.nw / g.w], [g.top, g.left], [g.h, g.w]], np.float64)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -295,6 +301,8 @@ def resize(img, size, *, out=None, variant: str = "fast", check: bool | None = N
     float32 from float64 coordinates and rounded once: uint8 half up (within a level of cv2.resize), float16 to
     nearest. Runs on CuPy's current stream with no synchronisation; other strides are copied to C order first.
     """
+    if type(img) is not cupy.ndarray and (face := _args.dask_face(img)) is not None:
+        return face.resize(img, size, out=out, variant=variant, check=check)
     img = _args.device_array("resize", "img", img, (2, 3, 4))
     if img.dtype not in IMAGE_DTYPES:
         raise TypeError(f"cudakit.resize: unsupported dtype {img.dtype}; supported: uint8, float16, float32")
@@ -364,7 +372,10 @@ _plans: dict = {}  # letterbox's usual calls: key -> (kernel, grid, arguments af
 
 
 def _letterbox(imgs, size, pad, bgr_to_rgb, scale, mean, std, dtype, layout, out, variant, check):
-    s = settings(_hashable(size), _hashable(pad), bgr_to_rgb, scale, _hashable(mean), _hashable(std), dtype, layout)
+    if (face := _args.dask_face(imgs)) is not None:
+        return face.letterbox(imgs, size, pad=pad, bgr_to_rgb=bgr_to_rgb, scale=scale, mean=mean, std=std,
+                              dtype=dtype, layout=layout, out=out, variant=variant, check=check)
+    s = settings(hashable(size), hashable(pad), bgr_to_rgb, scale, hashable(mean), hashable(std), dtype, layout)
     oh, ow = s.size
     uniform = not isinstance(imgs, (list, tuple))
     images = [_args.device_array("letterbox", "imgs", imgs, 4)] if uniform else list(imgs)
@@ -405,9 +416,8 @@ def _letterbox(imgs, size, pad, bgr_to_rgb, scale, mean, std, dtype, layout, out
             elif uniform and variant == "fast" and n <= MAX_GRID_YZ and -(-oh // TILE_H) <= MAX_GRID_YZ \
                     and ow % RUN == 0 and len(_plans) < 4096:  # the next such call takes the short cut
                 fn, grid, tail = _fast_plan(s, job.geometry, True, device_id)
-                g = job.geometry
-                shared = np.array([[g.nh / g.h, g.nw / g.w], [g.top, g.left], [g.h, g.w]], np.float64)
-                shared = BoxesMap(cupy.asarray(np.broadcast_to(shared, (n, 3, 2))))  # the kernel's values
+                rows = np.broadcast_to(boxes_map_row(job.geometry), (n, 3, 2))
+                shared = BoxesMap(cupy.asarray(rows))  # the kernel's values
                 try:
                     _plans[(imgs.shape, imgs.dtype, size, pad, bgr_to_rgb, scale, mean, std, dtype, layout, variant,
                             check)] = (fn, grid + (n,), tail, shape, s.dtype, device_id, shared)
@@ -423,6 +433,8 @@ def unletterbox_boxes(boxes, boxes_map, *, clip: bool = True):
     if not isinstance(boxes_map, BoxesMap):
         raise TypeError(f"cudakit.unletterbox_boxes: boxes_map must be the BoxesMap letterbox returned, got "
                         f"{type(boxes_map).__name__}")
+    if (face := _args.dask_face(boxes, boxes_map.array)) is not None:
+        return face.unletterbox_boxes(boxes, boxes_map, clip=clip)
     m = _args.device_array("unletterbox_boxes", "boxes_map.array", boxes_map.array, 3)
     n = m.shape[0]
     if m.shape[1:] != (3, 2):

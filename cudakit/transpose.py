@@ -293,6 +293,8 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
     other permutation that merges to more than a batch of 2-D transposes is CuPy's strided copy.
     check=True (or CUDAKIT_CHECK=1) compares bit for bit with CuPy's result.
     """
+    if type(a) is not cupy.ndarray and (face := _args.dask_face(a)) is not None:
+        return face.transpose(a, axes, out=out, variant=variant, check=check)
     a = _args.device_array("transpose", "a", a)
     if a.ndim > _nd.MAX_NDIM:
         raise ValueError(f"cudakit.transpose: a has {a.ndim} dimensions; at most {_nd.MAX_NDIM} are supported")

@@ -12,8 +12,14 @@
 #                                      cold start of a new process, twice (compile, then the disk caches)
 # The side-by-side run shards the suite, a process per test file and per architecture of the compile check (the
 # time is mostly NVRTC on the host, not the GPU); every shard's summary line is in pytest.log, with a total at the end.
+#   bash tools/gpu_check.sh dask       python bench.py --dask (a LocalCUDACluster of 1 worker and of every GPU)
+# Dask is not installed on the GPU machine: carry .whl (tools/dask_wheels.sh) and it is installed first.
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl $(ls .whl/ucx/*.whl 2>/dev/null) && export PYTHONPATH=.:/tmp/site
+fi
 part=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee $OUT/device.txt
 
@@ -63,6 +69,11 @@ print("all shards:", ", ".join(f"{n} {w}" for w, n in sorted(total.items())))
 EOF
 }
 
+dask_bench() {
+  COLUMNS=240 timeout 560 python3 bench.py --dask --json $OUT/dask.json > $OUT/dask.txt 2>&1
+  echo "bench --dask: exit $? :: $(tail -4 $OUT/dask.txt | tr '\n' ' ')"
+}
+
 probe() {
   for run in 1 2; do python3 tools/cold_start.py float16 2>&1 | tail -2 | tee -a $OUT/probe.log; done
   timeout 200 python3 tools/tc_probe.py > $OUT/tc_probe.log 2>&1; echo "tc_probe: exit $?" | tee -a $OUT/probe.log
@@ -75,6 +86,7 @@ case $part in
   sanitize) sanitize ;;
   bench) bench ;;
   shards) pytest_shards ;;
+  dask) dask_bench ;;
   large) python3 -m pytest -q -p no:cacheprovider -rs -m large tests/ 2>&1 | tee $OUT/pytest_large.log | tail -25 ;;
   check)
     sanitize & pytest_shards

@@ -50,7 +50,17 @@ def parse_args(argv):
     p.add_argument("--plot-streams", metavar="FILE.png",
                    help="draw stream_map's timeline, each stream a lane of copies and kernels, for 1 stream and for 3 "
                         "(needs matplotlib; runs on its own or with --streams)")
+    p.add_argument("--dask", action="store_true",
+                   help="cudakit's ops on Dask arrays: a dask-cuda LocalCUDACluster of 1 worker and of N (one GPU "
+                        "each) against one GPU without Dask (needs cudakit[dask]; with --json: save)")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="--dask's N (default: every GPU)")
+    p.add_argument("--protocol", choices=("tcp", "ucx"), default="tcp",
+                   help="--dask's transport between workers: tcp, or ucx (NVLink; needs distributed-ucxx)")
     args = p.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        p.error("--workers must be at least 1")
+    if args.dask and (args.load or args.sweep or args.readme or args.plot or args.streams or args.plot_streams):
+        p.error("--dask runs on its own, not with --load, --sweep, --readme, --plot or --streams")
     if (args.streams or args.plot_streams) and (args.load or args.sweep or args.readme or args.plot):
         p.error("--streams and --plot-streams run on their own, not with --load, --sweep, --readme or --plot")
     ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
@@ -135,6 +145,33 @@ def stream_lesson(args, console) -> None:
         console.print(f"wrote {args.plot_streams}")
 
 
+def dask_lesson(args, console) -> None:
+    """--dask: the ops on a LocalCUDACluster of 1 worker and of N, beside one GPU without Dask."""
+    from .device import no_gpu_reason
+
+    try:
+        import dask_cuda  # noqa: F401
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        raise BenchError(f"bench.py --dask needs Dask, distributed and dask-cuda ({exc.name} is missing): "
+                         "pip install cudakit[dask]") from None
+    reason = no_gpu_reason()
+    if reason is not None:
+        raise BenchError(f"bench.py --dask needs a CUDA GPU, and none is usable here ({reason})")
+    from .dask import dask_table, past_one_gpu_line, run_dask
+
+    try:
+        results = run_dask(args.workers, args.protocol, args.quick, console)
+    except ValueError as exc:
+        raise BenchError(f"bench.py {exc}") from None
+    console.print(dask_table(results))
+    console.print(past_one_gpu_line(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(finite(results), f, indent=1)
+        console.print(f"wrote {args.json}")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     from rich.console import Console
@@ -149,6 +186,9 @@ def main(argv=None) -> int:
     try:
         if args.streams or args.plot_streams:
             stream_lesson(args, console)
+            return 0
+        if args.dask:
+            dask_lesson(args, console)
             return 0
         if args.plot:
             pyplot()  # fail before a long run, not after it

@@ -1,0 +1,329 @@
+"""`python bench.py --dask [--workers N]`: cudakit's ops on Dask arrays, one dask-cuda worker per GPU.
+
+Each case runs on a LocalCUDACluster of 1 worker and of N: its operands are made on the workers (fresh random
+blocks) and persisted before timing; a run is the graph's persist until every result block is in place on the
+workers (nothing comes back to this process), wall time, the median of a few after a warm-up that compiles the
+kernels in every worker. Every run is the same graph with new keys (dask's clone), so no result is reused. Beside
+them, the same total work as one cudakit call on one GPU without Dask, timed with CUDA events inside a worker.
+The fully chunked product also reports the bytes the workers sent each other, and every run the transport and
+what moving one block between two workers cost.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+FRAME = (1080, 1920, 3)
+REPEATS, QUICK_REPEATS = 5, 3
+
+
+@dataclass
+class Case:
+    op: str
+    name: str
+    inputs: object  # () -> {name: (shape, chunks, dtype)}
+    call: object  # (**inputs) -> result(s): the same cudakit calls take the CuPy arrays (one GPU) or the Dask ones
+    work: object  # ({name: shape}) -> (flops, bytes) for the rate column
+    replicate: tuple = ()  # inputs every worker holds a copy of (a B that each row block needs)
+
+
+# ---------------------------------------------------------------------------------------------------- operands
+def _random_block(dtype_, block_info=None):
+    from cudakit.testing import random_array
+
+    return random_array(block_info[None]["chunk-shape"], dtype_)
+
+
+def random_dask(shape, chunks, dtype):
+    """A Dask array of fresh random CuPy blocks, each made on the worker that holds it."""
+    import cupy
+    import dask.array as da
+
+    return da.map_blocks(_random_block, chunks=da.core.normalize_chunks(chunks, shape), dtype=dtype,
+                         meta=cupy.empty((0,) * len(shape), dtype), dtype_=np.dtype(dtype))
+
+
+def _frames_block(block_info=None):
+    import cupy
+
+    return cupy.random.randint(0, 256, block_info[None]["chunk-shape"], dtype=np.int32).astype(np.uint8)
+
+
+def random_frames(count, chunk):
+    import cupy
+    import dask.array as da
+
+    return da.map_blocks(_frames_block, chunks=da.core.normalize_chunks((chunk, *FRAME), (count, *FRAME)),
+                         dtype=np.uint8, meta=cupy.empty((0, 0, 0, 0), np.uint8))
+
+
+# ---------------------------------------------------------------------------------------------------- the cases
+def _rows(n, scale, multiple=1024):
+    return max(multiple, int(n * scale) // multiple * multiple)
+
+
+def cases(scale: float) -> list[Case]:
+    """The issue's cases at `scale` of their sizes (1: as the issue gives them)."""
+    import cudakit
+
+    m_rows = _rows(65536, scale)
+    side = _rows(32768, math.sqrt(scale))
+    mv_rows = _rows(229376, scale)  # 229376 x 65536 float32: 60 GB
+    frames = max(64, int(4096 * scale) // 64 * 64)
+    found = [
+        Case("matmul", f"rows {m_rows}x32768 @ 32768x8192 f32, B on every worker",
+             lambda: {"A": ((m_rows, 32768), (m_rows // 8, 32768), np.float32),
+                      "B": ((32768, 8192), (32768, 8192), np.float32)},
+             lambda A, B: cudakit.matmul(A, B), lambda s: (2 * s["A"][0] * s["A"][1] * s["B"][1], 0),
+             replicate=("B",)),
+        Case("matmul", f"chunked {side}^2 @ {side}^2 f32, chunks {side // 4}^2",
+             lambda: {"A": ((side, side), (side // 4, side // 4), np.float32),
+                      "B": ((side, side), (side // 4, side // 4), np.float32)},
+             lambda A, B: cudakit.matmul(A, B), lambda s: (2 * s["A"][0] * s["A"][1] * s["B"][1], 0),
+             ),
+        Case("matvec", f"20 vectors, {mv_rows}x65536 f32 ({mv_rows * 65536 * 4 / 1e9:.0f} GB) by rows",
+             lambda: {"A": ((mv_rows, 65536), (mv_rows // 8, 65536), np.float32),
+                      "X": ((20, 65536), (1, 65536), np.float32)},
+             lambda A, X: [cudakit.matvec(A, X[i]) for i in range(X.shape[0])],
+             lambda s: (2 * 20 * s["A"][0] * s["A"][1], 20 * s["A"][0] * s["A"][1] * 4), replicate=("X",)),
+        Case("letterbox", f"{frames} frames 1080p -> 640^2 f32 NCHW, {frames // 16} a chunk",
+             lambda: {"frames": ((frames, *FRAME), (frames // 16, *FRAME), np.uint8)},
+             lambda frames: cudakit.letterbox(frames, (640, 640))[0],
+             lambda s: (0, s["frames"][0] * (640 * 640 * 3 * 4 + 640 * 640 * 3))),
+        Case("transpose", f"{side}^2 f32, chunks {side // 4}^2",
+             lambda: {"a": ((side, side), (side // 4, side // 4), np.float32)},
+             lambda a: cudakit.transpose(a), lambda s: (0, 2 * 4 * s["a"][0] * s["a"][1])),
+        Case("dot", f"2^{int(math.log2(_rows(2**30, scale)))} f32, 8 chunks",
+             lambda: {"a": ((_rows(2**30, scale),), (_rows(2**30, scale) // 8,), np.float32),
+                      "b": ((_rows(2**30, scale),), (_rows(2**30, scale) // 8,), np.float32)},
+             lambda a, b: cudakit.dot(a, b), lambda s: (0, 2 * 4 * s["a"][0])),
+    ]
+    return found
+
+
+
+def _made(inputs: dict, make) -> dict:
+    return {name: make(shape, dtype) for name, (shape, _, dtype) in inputs.items()}
+
+
+def _device_array(shape, dtype):
+    import cupy
+
+    from cudakit.testing import random_array
+
+    if np.dtype(dtype) == np.uint8:
+        return cupy.random.randint(0, 256, shape, dtype=np.int32).astype(np.uint8)
+    return random_array(shape, dtype)
+
+
+# ---------------------------------------------------------------------------------------------------- timing
+def single_gpu_seconds(index: int, scale: float, row_s: float) -> float:
+    """Run in a worker: case `index`'s whole work as cudakit calls on this GPU, without Dask (CUDA events)."""
+    import cupy
+
+    from .timing import Budget, measure
+
+    case = cases(scale)[index]
+    arrays = _made(case.inputs(), _device_array)
+    budget = Budget()
+    budget.row_s, budget.min_runs = row_s, 3
+    stats, _ = measure(lambda k: case.call(**arrays), budget, busy=False)
+    arrays.clear()
+    cupy.get_default_memory_pool().free_all_blocks()
+    return stats.median
+
+
+def persisted_inputs(client, case: Case) -> dict:
+    """The case's operands as Dask arrays of random blocks made and kept on the workers, replicated where asked."""
+    from distributed import futures_of, wait
+
+    arrays = {}
+    for name, (shape, chunks, dtype) in case.inputs().items():
+        lazy = random_frames(shape[0], chunks[0]) if np.dtype(dtype) == np.uint8 else random_dask(shape, chunks, dtype)
+        arrays[name] = client.persist(lazy)
+        wait(arrays[name])
+        if name in case.replicate:
+            client.replicate(futures_of(arrays[name]))
+    return arrays
+
+
+def time_graph(client, graph, inputs: dict, repeats: int) -> list[float]:
+    """Wall seconds from persisting `graph` until every result block is in place on the workers, `repeats` times
+    after a warm-up (the kernels compile in every worker); each run under new keys, so nothing is reused."""
+    from dask.graph_manipulation import clone
+    from distributed import wait
+
+    graphs = graph if isinstance(graph, list) else [graph]
+    seconds = []
+    for rep in range(repeats + 1):
+        fresh = clone(*graphs, omit=list(inputs.values()), seed=rep)
+        t0 = time.perf_counter()
+        done = client.persist(list(fresh))
+        wait(done)
+        if rep:
+            seconds.append(time.perf_counter() - t0)
+        client.cancel(done)
+        del done, fresh
+    return seconds
+
+
+def sent_bytes(client) -> int:
+    """Bytes the workers have sent each other so far."""
+    return sum(client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total).values())
+
+
+def _nbytes(x) -> int:
+    return int(x.nbytes)
+
+
+def block_move_seconds(client, nbytes: int = 1 << 28) -> float | None:
+    """Seconds to move one block of nbytes between two workers: a task that reads the block on the other worker,
+    less the same task on the worker that holds it (the median of 3 each)."""
+    from distributed import futures_of, wait
+
+    workers = sorted(client.scheduler_info()["workers"])
+    if len(workers) < 2:
+        return None
+    spans = {}
+    for where in (workers[:1], workers[1:2]):
+        runs = []
+        for rep in range(4):
+            block = client.persist(random_dask((nbytes // 4,), (nbytes // 4,), np.float32), workers=workers[:1])
+            wait(block)
+            t0 = time.perf_counter()
+            client.submit(_nbytes, futures_of(block)[0], workers=where, pure=False).result()
+            if rep:
+                runs.append(time.perf_counter() - t0)
+            client.cancel(block)
+        spans[where[0]] = float(np.median(runs))
+    return max(spans[workers[1]] - spans[workers[0]], 1e-9)
+
+
+# ---------------------------------------------------------------------------------------------------- larger than a GPU
+def _reference_block(a, x):
+    import cupy
+
+    return cupy.matmul(a.astype(np.float64), x.astype(np.float64))
+
+
+def matvec_past_one_gpu(client, gpu_bytes: int, workers: int) -> dict | None:
+    """A matvec whose float32 matrix is 1.2x one GPU's memory, over the workers' GPUs: its time, and its relative
+    error against a float64 product of the same blocks (made by CuPy on the workers)."""
+    import cupy
+    import dask.array as da
+    from distributed import wait
+
+    import cudakit
+    from cudakit import _check
+
+    n = 65536
+    rows = _rows(int(1.2 * gpu_bytes / (4 * n)), 1.0, 8192)
+    if 4 * rows * n > 0.6 * workers * gpu_bytes:
+        return None
+    chunk = _rows(rows // (32 * workers), 1.0, 1024)
+    A = client.persist(random_dask((rows, n), (chunk, n), np.float32))
+    x = client.persist(random_dask((n,), (n,), np.float32))
+    wait([A, x])
+    t0 = time.perf_counter()
+    y = client.persist(cudakit.matvec(A, x))
+    wait(y)
+    seconds = time.perf_counter() - t0
+    ref = da.blockwise(_reference_block, "i", A, "ij", x, "j", dtype=np.float64, concatenate=True,
+                       meta=cupy.empty((0,), np.float64))
+    y, ref = client.compute([y, ref], sync=True)
+    error = _check.relative_error(y, ref)
+    client.cancel([A, x])
+    return {"rows": rows, "cols": n, "bytes": 4 * rows * n, "seconds": seconds, "error": error,
+            "bound": _check.tolerance(np.dtype(np.float32), n)}
+
+
+# ---------------------------------------------------------------------------------------------------- the run
+def start_cluster(workers: int, protocol: str):
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    kwargs = {"enable_nvlink": True} if protocol == "ucx" else {}
+    cluster = LocalCUDACluster(n_workers=workers, protocol=protocol, **kwargs)
+    return cluster, Client(cluster)
+
+
+def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
+    import dask
+    from dask_cuda.utils import get_n_gpus
+
+    gpus = get_n_gpus()
+    workers = workers or gpus
+    if workers > gpus:
+        raise ValueError(f"--workers {workers}: this machine has {gpus} GPU(s)")
+    scale, repeats, row_s = (1 / 16, QUICK_REPEATS, 0.1) if quick else (1.0, REPEATS, 0.5)
+    dask.config.set({"distributed.comm.timeouts.connect": "60s"})
+    results = {"workers": workers, "gpus": gpus, "protocol": protocol, "scale": scale, "rows": []}
+    rows = {i: {"op": c.op, "case": c.name, "work": c.work({k: v[0] for k, v in c.inputs().items()})}
+            for i, c in enumerate(cases(scale))}
+    for count in sorted({1, workers}):
+        cluster, client = start_cluster(count, protocol)
+        try:
+            info = client.run(lambda dask_worker: __import__("cupy").cuda.Device().mem_info[1])
+            gpu_bytes = min(info.values())
+            results["gpu_bytes"] = gpu_bytes
+            if count > 1:
+                results["block_move_s"] = block_move_seconds(client)
+            for i, case in enumerate(cases(scale)):
+                if count == 1:  # the same work without Dask, on the only worker's GPU (before its operands exist)
+                    rows[i]["single_s"] = client.submit(single_gpu_seconds, i, scale, row_s, pure=False).result()
+                inputs = persisted_inputs(client, case)
+                before = sent_bytes(client)
+                seconds = time_graph(client, case.call(**inputs), inputs, repeats)
+                rows[i][f"dask{count}_s"] = float(np.median(seconds))
+                rows[i][f"dask{count}_samples"] = seconds
+                rows[i][f"dask{count}_sent_per_run"] = (sent_bytes(client) - before) / (repeats + 1)
+                client.cancel(list(inputs.values()))
+                del inputs
+                console.print(f"{case.op} {case.name}: {count} worker(s) {rows[i][f'dask{count}_s'] * 1e3:.1f} ms")
+            if count > 1:
+                results["past_one_gpu"] = matvec_past_one_gpu(client, gpu_bytes, count) if not quick else None
+        finally:
+            client.close()
+            cluster.close()
+    results["rows"] = list(rows.values())
+    return results
+
+
+def dask_table(results: dict):
+    from rich.table import Table
+
+    n = results["workers"]
+    move = results.get("block_move_s")
+    caption = (f"transport {results['protocol']}; moving a 256 MiB block between two workers: "
+               + (f"{move * 1e3:.1f} ms ({(1 << 28) / move / 1e9:.1f} GB/s)" if move else "(one worker)"))
+    table = Table(title=f"cudakit on Dask: 1 worker and {n} (one GPU each), against one GPU without Dask",
+                  caption=caption)
+    for col in ("op", "case", "1 worker", f"{n} workers", "speed-up", "1 GPU, no Dask", f"of {n}x one GPU",
+                "rate", "sent between workers"):
+        table.add_column(col, justify="left" if col in ("op", "case") else "right")
+    for r in results["rows"]:
+        one, many, single = r.get("dask1_s"), r.get(f"dask{n}_s"), r.get("single_s")
+        flops, nbytes = r["work"]
+        rate = (f"{flops / many / 1e12:.1f} TFLOP/s" if flops else f"{nbytes / many / 1e9:.0f} GB/s") if many else "-"
+        sent = r.get(f"dask{n}_sent_per_run") if n > 1 else None
+        table.add_row(r["op"], r["case"], _ms(one), _ms(many), f"{one / many:.2f}x" if one and many else "-",
+                      _ms(single), f"{single / (n * many):.2f}" if single and many else "-", rate,
+                      f"{sent / 1e9:.2f} GB" if sent is not None else "-")
+    return table
+
+
+def _ms(s) -> str:
+    return f"{s * 1e3:.1f} ms" if s else "-"
+
+
+def past_one_gpu_line(results: dict) -> str:
+    big = results.get("past_one_gpu")
+    if not big:
+        return "matvec past one GPU's memory: not run (needs 2 workers with room, and a full run)"
+    ok = "right" if big["error"] <= big["bound"] else "WRONG"
+    return (f"matvec past one GPU's memory: {big['rows']}x{big['cols']} float32 ({big['bytes'] / 1e9:.0f} GB, "
+            f"{big['bytes'] / results['gpu_bytes']:.2f}x one GPU) on {results['workers']} workers in "
+            f"{big['seconds'] * 1e3:.0f} ms; relative error {big['error']:.2e} (bound {big['bound']:.2e}): {ok}")
