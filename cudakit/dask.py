@@ -71,15 +71,40 @@ def meta(ndim: int, dtype):
     return xp.empty((0,) * ndim, dtype)
 
 
+# ---------------------------------------------------------------------------------------------------- 16-bit blocks
+def typed(x, dtype):
+    """x as `dtype`. distributed's CUDA serializer writes a CuPy array's dtype.str, which for ml_dtypes' bfloat16
+    is a 2-byte void: a bfloat16 block that crossed processes arrives as one, and is viewed back here."""
+    return x.view(dtype) if x.dtype != dtype and x.dtype.kind == "V" and x.itemsize == dtype.itemsize else x
+
+
+def _widened(x, dtype):
+    """A 16-bit float block in float32 (bfloat16: its bits are a float32's upper half), else x itself."""
+    if dtype.name == "bfloat16":
+        return (typed(x, dtype).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return x.astype(np.float32) if dtype.name == "float16" else x
+
+
+def _narrowed(x, dtype):
+    """float32 back to a 16-bit dtype, rounded once to nearest even (bfloat16 on the bits); others as they are."""
+    if dtype.name == "bfloat16":
+        bits = x.view(np.uint32)
+        return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16).view(dtype)
+    return x.astype(dtype) if dtype.name == "float16" else x
+
+
 # ---------------------------------------------------------------------------------------------------- sums
-def _add_blocks(blocks, axis=None, keepdims=False):
-    """The sum of equally shaped partial results (each of length 1 along `axis`), in list order."""
-    total = functools.reduce(operator.add, blocks) if isinstance(blocks, list) else blocks
-    return total if keepdims else total.squeeze(axis)
-
-
 def _keep(block, axis=None, keepdims=False):
     return block
+
+
+def _add_blocks(blocks, dtype_, last, axis=None, keepdims=False):
+    """The sum of equally shaped partial results (each of length 1 along `axis`), in list order; 16-bit partials
+    summed in float32 and rounded once, by the last step."""
+    blocks = blocks if isinstance(blocks, list) else [blocks]
+    total = functools.reduce(operator.add, [_widened(b, dtype_) for b in blocks])
+    total = _narrowed(total, dtype_) if last else total
+    return total if keepdims else total.squeeze(axis)
 
 
 def sum_partials(partials: da.Array, axis: int) -> da.Array:
@@ -87,14 +112,16 @@ def sum_partials(partials: da.Array, axis: int) -> da.Array:
     sums over whole blocks (no concatenation), as dask.array.matmul's reduction."""
     if partials.numblocks[axis] == 1:
         return partials.squeeze(axis)
-    return da.reduction(partials, _keep, _add_blocks, combine=_add_blocks, axis=axis, concatenate=False,
-                        dtype=partials.dtype, meta=meta(partials.ndim - 1, partials.dtype))
+    dtype = partials.dtype
+    return da.reduction(partials, _keep, functools.partial(_add_blocks, dtype_=dtype, last=True),
+                        combine=functools.partial(_add_blocks, dtype_=dtype, last=False), axis=axis,
+                        concatenate=False, dtype=dtype, meta=meta(partials.ndim - 1, dtype))
 
 
 # ---------------------------------------------------------------------------------------------------- the ops
 # Each block function calls the public op, in the worker, on the worker's current device.
-def _matmul_block(a, b, **kwargs):
-    return cudakit.matmul(a, b, **kwargs)[..., None, :]
+def _matmul_block(a, b, dtype_, **kwargs):
+    return cudakit.matmul(typed(a, dtype_), typed(b, dtype_), **kwargs)[..., None, :]
 
 
 def matmul(A, B, *, out=None, variant="fast", check=None, tf32=None):
@@ -112,13 +139,13 @@ def matmul(A, B, *, out=None, variant="fast", check=None, tf32=None):
     m, k, n = ndim - 2, ndim - 1, ndim
     partials = da.blockwise(_matmul_block, batch + (m, k, n), a, batch + (m, k), b, batch + (k, n),
                             adjust_chunks={k: 1}, concatenate=False, dtype=dtype, meta=meta(ndim + 1, dtype),
-                            variant=variant, check=check, tf32=tf32)
+                            dtype_=dtype, variant=variant, check=check, tf32=tf32)
     C = sum_partials(partials, axis=-2)
     return C[..., 0, :] if A.ndim == 1 else C[..., 0] if B.ndim == 1 else C
 
 
-def _matvec_block(a, x, **kwargs):
-    return cudakit.matvec(a, x, **kwargs)[..., None]
+def _matvec_block(a, x, dtype_, **kwargs):
+    return cudakit.matvec(typed(a, dtype_), typed(x, dtype_), **kwargs)[..., None]
 
 
 def matvec(A, x, *, out=None, variant="fast", check=None):
@@ -136,12 +163,12 @@ def matvec(A, x, *, out=None, variant="fast", check=None):
     m, n = nb, nb + 1
     partials = da.blockwise(_matvec_block, batch + (m, n), A, batch + (m, n), x, batch + (n,),
                             adjust_chunks={n: 1}, concatenate=False, dtype=dtype, meta=meta(nb + 2, dtype),
-                            variant=variant, check=check)
+                            dtype_=dtype, variant=variant, check=check)
     return sum_partials(partials, axis=-1)
 
 
-def _dot_block(a, b, **kwargs):
-    return cudakit.dot(a, b, **kwargs)[None]
+def _dot_block(a, b, dtype_, **kwargs):
+    return cudakit.dot(typed(a, dtype_), typed(b, dtype_), **kwargs)[None]
 
 
 def dot(a, b, *, out=None, variant="fast", check=None):
@@ -152,7 +179,7 @@ def dot(a, b, *, out=None, variant="fast", check=None):
         raise ValueError(f"cudakit.dot: a and b must be 1-D of one length, got shapes {a.shape} and {b.shape}")
     dtype = common_dtype("dot", {"a": a, "b": b})
     partials = da.blockwise(_dot_block, (0,), a, (0,), b, (0,), adjust_chunks={0: 1}, dtype=dtype,
-                            meta=meta(1, dtype), variant=variant, check=check)
+                            meta=meta(1, dtype), dtype_=dtype, variant=variant, check=check)
     return sum_partials(partials, axis=0)
 
 

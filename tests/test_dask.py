@@ -226,9 +226,29 @@ def test_gpu_matmul_half(cluster, dtype):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     dt = np.dtype(getattr(ml_dtypes, dtype) if dtype == "bfloat16" else dtype)
     A, B = random_array((512, 384), dt), random_array((384, 640), dt)
-    got = cudakit.matmul(on_workers(A, (128, 384)), on_workers(B, (384, 256))).compute()
+    got = ck_dask.typed(cudakit.matmul(on_workers(A, (128, 384)), on_workers(B, (384, 256))).compute(), dt)
     assert got.dtype == dt
     assert_close(got, as_float64(A) @ as_float64(B), dt, 384, "dask 16-bit")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_partial_sums_of_half_blocks(dtype):
+    """16-bit partial products are summed in float32 and rounded once: the sum of the widened blocks, rounded."""
+    import cupy
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dt = np.dtype(getattr(ml_dtypes, dtype) if dtype == "bfloat16" else dtype)
+    blocks = [random_array((5, 1, 7), dt) for _ in range(3)]
+    wide = [ck_dask._widened(b, dt) for b in blocks]
+    assert all(w.dtype == np.float32 for w in wide)
+    assert bool(cupy.array_equal(wide[0], as_float64(blocks[0]).astype(np.float32)))  # widening is exact
+    got = ck_dask._add_blocks(blocks, dtype_=dt, last=True, axis=(1,))
+    total = (wide[0] + wide[1] + wide[2]).astype(np.float64)
+    assert got.dtype == dt and got.shape == (5, 7)
+    unit_roundoff = 2.0**-11 if dtype == "float16" else 2.0**-8  # half the gap above 1: 11 and 8 significant bits
+    err = cupy.abs(as_float64(got) - total[:, 0]) / total[:, 0]  # one rounding to nearest
+    assert float(err.max()) <= unit_roundoff
 
 
 @pytest.mark.gpu

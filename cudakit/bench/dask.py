@@ -160,8 +160,9 @@ def time_graph(client, graph, inputs: dict, repeats: int) -> list[float]:
     seconds = []
     for rep in range(repeats + 1):
         fresh = clone(*graphs, omit=list(inputs.values()), seed=rep)
+        fresh = [fresh] if len(graphs) == 1 else list(fresh)  # (clone returns one collection as itself)
         t0 = time.perf_counter()
-        done = client.persist(list(fresh))
+        done = client.persist(fresh)
         wait(done)
         if rep:
             seconds.append(time.perf_counter() - t0)
