@@ -18,6 +18,7 @@ import functools
 import importlib
 import math
 import operator
+import sys
 
 import cupy
 import dask.array as da
@@ -72,16 +73,10 @@ def meta(ndim: int, dtype):
 
 
 # ---------------------------------------------------------------------------------------------------- 16-bit blocks
-def typed(x, dtype):
-    """x as `dtype`. distributed's CUDA serializer writes a CuPy array's dtype.str, which for ml_dtypes' bfloat16
-    is a 2-byte void: a bfloat16 block that crossed processes arrives as one, and is viewed back here."""
-    return x.view(dtype) if x.dtype != dtype and x.dtype.kind == "V" and x.itemsize == dtype.itemsize else x
-
-
 def _widened(x, dtype):
     """A 16-bit float block in float32 (bfloat16: its bits are a float32's upper half), else x itself."""
     if dtype.name == "bfloat16":
-        return (typed(x, dtype).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        return (x.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
     return x.astype(np.float32) if dtype.name == "float16" else x
 
 
@@ -120,8 +115,8 @@ def sum_partials(partials: da.Array, axis: int) -> da.Array:
 
 # ---------------------------------------------------------------------------------------------------- the ops
 # Each block function calls the public op, in the worker, on the worker's current device.
-def _matmul_block(a, b, dtype_, **kwargs):
-    return cudakit.matmul(typed(a, dtype_), typed(b, dtype_), **kwargs)[..., None, :]
+def _matmul_block(a, b, **kwargs):
+    return cudakit.matmul(a, b, **kwargs)[..., None, :]
 
 
 def matmul(A, B, *, out=None, variant="fast", check=None, tf32=None):
@@ -139,13 +134,13 @@ def matmul(A, B, *, out=None, variant="fast", check=None, tf32=None):
     m, k, n = ndim - 2, ndim - 1, ndim
     partials = da.blockwise(_matmul_block, batch + (m, k, n), a, batch + (m, k), b, batch + (k, n),
                             adjust_chunks={k: 1}, concatenate=False, dtype=dtype, meta=meta(ndim + 1, dtype),
-                            dtype_=dtype, variant=variant, check=check, tf32=tf32)
+                            variant=variant, check=check, tf32=tf32)
     C = sum_partials(partials, axis=-2)
     return C[..., 0, :] if A.ndim == 1 else C[..., 0] if B.ndim == 1 else C
 
 
-def _matvec_block(a, x, dtype_, **kwargs):
-    return cudakit.matvec(typed(a, dtype_), typed(x, dtype_), **kwargs)[..., None]
+def _matvec_block(a, x, **kwargs):
+    return cudakit.matvec(a, x, **kwargs)[..., None]
 
 
 def matvec(A, x, *, out=None, variant="fast", check=None):
@@ -163,12 +158,12 @@ def matvec(A, x, *, out=None, variant="fast", check=None):
     m, n = nb, nb + 1
     partials = da.blockwise(_matvec_block, batch + (m, n), A, batch + (m, n), x, batch + (n,),
                             adjust_chunks={n: 1}, concatenate=False, dtype=dtype, meta=meta(nb + 2, dtype),
-                            dtype_=dtype, variant=variant, check=check)
+                            variant=variant, check=check)
     return sum_partials(partials, axis=-1)
 
 
-def _dot_block(a, b, dtype_, **kwargs):
-    return cudakit.dot(typed(a, dtype_), typed(b, dtype_), **kwargs)[None]
+def _dot_block(a, b, **kwargs):
+    return cudakit.dot(a, b, **kwargs)[None]
 
 
 def dot(a, b, *, out=None, variant="fast", check=None):
@@ -179,7 +174,7 @@ def dot(a, b, *, out=None, variant="fast", check=None):
         raise ValueError(f"cudakit.dot: a and b must be 1-D of one length, got shapes {a.shape} and {b.shape}")
     dtype = common_dtype("dot", {"a": a, "b": b})
     partials = da.blockwise(_dot_block, (0,), a, (0,), b, (0,), adjust_chunks={0: 1}, dtype=dtype,
-                            meta=meta(1, dtype), dtype_=dtype, variant=variant, check=check)
+                            meta=meta(1, dtype), variant=variant, check=check)
     return sum_partials(partials, axis=0)
 
 

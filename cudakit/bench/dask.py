@@ -166,9 +166,22 @@ def time_graph(client, graph, inputs: dict, repeats: int) -> list[float]:
         wait(done)
         if rep:
             seconds.append(time.perf_counter() - t0)
-        client.cancel(done)
-        del done, fresh
+        del done, fresh  # (dropping the futures releases the results; cancelling would take the inputs too)
+        settle(client, keep=inputs)
     return seconds
+
+
+def settle(client, keep=(), timeout: float = 60.0) -> None:
+    """Wait until the workers hold only the blocks of `keep` (released results leave the GPUs before the next run)."""
+    from distributed import futures_of
+
+    kept = {f.key for x in (keep.values() if isinstance(keep, dict) else keep) for f in futures_of(x)}
+    end = time.perf_counter() + timeout
+    while time.perf_counter() < end:
+        held = client.run(lambda dask_worker: list(dask_worker.data.keys()))
+        if all(k in kept for keys in held.values() for k in keys):
+            return
+        time.sleep(0.05)
 
 
 def sent_bytes(client) -> int:
@@ -198,7 +211,8 @@ def block_move_seconds(client, nbytes: int = 1 << 28) -> float | None:
             client.submit(_nbytes, futures_of(block)[0], workers=where, pure=False).result()
             if rep:
                 runs.append(time.perf_counter() - t0)
-            client.cancel(block)
+            del block
+            settle(client)
         spans[where[0]] = float(np.median(runs))
     return max(spans[workers[1]] - spans[workers[0]], 1e-9)
 
@@ -236,7 +250,8 @@ def matvec_past_one_gpu(client, gpu_bytes: int, workers: int) -> dict | None:
                        meta=cupy.empty((0,), np.float64))
     y, ref = client.compute([y, ref], sync=True)
     error = _check.relative_error(y, ref)
-    client.cancel([A, x])
+    del A, x
+    settle(client)
     return {"rows": rows, "cols": n, "bytes": 4 * rows * n, "seconds": seconds, "error": error,
             "bound": _check.tolerance(np.dtype(np.float32), n)}
 
@@ -281,8 +296,8 @@ def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
                 rows[i][f"dask{count}_s"] = float(np.median(seconds))
                 rows[i][f"dask{count}_samples"] = seconds
                 rows[i][f"dask{count}_sent_per_run"] = (sent_bytes(client) - before) / (repeats + 1)
-                client.cancel(list(inputs.values()))
                 del inputs
+                settle(client)
                 console.print(f"{case.op} {case.name}: {count} worker(s) {rows[i][f'dask{count}_s'] * 1e3:.1f} ms")
             if count > 1:
                 results["past_one_gpu"] = matvec_past_one_gpu(client, gpu_bytes, count) if not quick else None
