@@ -276,4 +276,19 @@ def common_dtype(op: str, arrays: dict) -> np.dtype:
     if dtype not in _args.FLOATS and dtype.name not in _args.HALVES:
         raise TypeError(f"cudakit.{op}: unsupported dtype {dtype}; supported: "
                         f"{_args.supported_names(_args.FLOATS_AND_HALVES)}")
+    if dtype.name == "bfloat16" and _distributed_client() is not None:
+        raise TypeError(f"cudakit.{op}: bfloat16 Dask arrays cannot run on a distributed cluster: distributed sends "
+                        "a CuPy block with its dtype.str, which for ml_dtypes' bfloat16 is a 2-byte void, so a block "
+                        "that moves between processes loses its dtype. Use float16, or Dask's local threads")
     return dtype
+
+
+def _distributed_client():
+    """The distributed Client that Dask computes on by default, if there is one (without importing distributed)."""
+    module = sys.modules.get("distributed")
+    if module is None:
+        return None
+    try:
+        return module.default_client()
+    except ValueError:
+        return None
