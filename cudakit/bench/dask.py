@@ -152,21 +152,19 @@ def persisted_inputs(client, case: Case) -> dict:
 
 def time_graph(client, graph, inputs: dict, repeats: int) -> list[float]:
     """Wall seconds from persisting `graph` until every result block is in place on the workers, `repeats` times
-    after a warm-up (the kernels compile in every worker); each run under new keys, so nothing is reused."""
-    from dask.graph_manipulation import clone
+    after a warm-up (the kernels compile in every worker). Each run's results are released, and gone from the
+    workers, before the next persists the same graph, so every run computes it anew."""
     from distributed import wait
 
     graphs = graph if isinstance(graph, list) else [graph]
     seconds = []
     for rep in range(repeats + 1):
-        fresh = clone(*graphs, omit=list(inputs.values()), seed=rep)
-        fresh = [fresh] if len(graphs) == 1 else list(fresh)  # (clone returns one collection as itself)
         t0 = time.perf_counter()
-        done = client.persist(fresh)
+        done = client.persist(graphs)
         wait(done)
         if rep:
             seconds.append(time.perf_counter() - t0)
-        del done, fresh  # (dropping the futures releases the results; cancelling would take the inputs too)
+        del done
         settle(client, keep=inputs)
     return seconds
 
