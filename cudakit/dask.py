@@ -119,6 +119,10 @@ def _matmul_block(a, b, **kwargs):
     return cudakit.matmul(a, b, **kwargs)[..., None, :]
 
 
+def _matmul_whole_k(a, b, **kwargs):  # (the one block of each along k, in a list)
+    return cudakit.matmul(a[0], b[0], **kwargs)
+
+
 def matmul(A, B, *, out=None, variant="fast", check=None, tf32=None):
     """cudakit.matmul over Dask arrays: (..., m, k) @ (..., k, n) with cupy.matmul's shapes (1-D promoted, batch
     axes broadcast). A block product per pair of blocks along k, summed without concatenation."""
@@ -132,15 +136,23 @@ def matmul(A, B, *, out=None, variant="fast", check=None, tf32=None):
     a, b = a[(None,) * (ndim - a.ndim)], b[(None,) * (ndim - b.ndim)]
     batch = tuple(range(ndim - 2))
     m, k, n = ndim - 2, ndim - 1, ndim
-    partials = da.blockwise(_matmul_block, batch + (m, k, n), a, batch + (m, k), b, batch + (k, n),
-                            adjust_chunks={k: 1}, concatenate=False, dtype=dtype, meta=meta(ndim + 1, dtype),
-                            variant=variant, check=check, tf32=tf32)
-    C = sum_partials(partials, axis=-2)
+    if a.numblocks[-1] == 1 and b.numblocks[-2] == 1:  # k whole in every block: one product per C block
+        C = da.blockwise(_matmul_whole_k, batch + (m, n), a, batch + (m, k), b, batch + (k, n), concatenate=False,
+                         dtype=dtype, meta=meta(ndim, dtype), variant=variant, check=check, tf32=tf32)
+    else:
+        partials = da.blockwise(_matmul_block, batch + (m, k, n), a, batch + (m, k), b, batch + (k, n),
+                                adjust_chunks={k: 1}, concatenate=False, dtype=dtype, meta=meta(ndim + 1, dtype),
+                                variant=variant, check=check, tf32=tf32)
+        C = sum_partials(partials, axis=-2)
     return C[..., 0, :] if A.ndim == 1 else C[..., 0] if B.ndim == 1 else C
 
 
 def _matvec_block(a, x, **kwargs):
     return cudakit.matvec(a, x, **kwargs)[..., None]
+
+
+def _matvec_whole_n(a, x, **kwargs):  # (the one block of each along n, in a list)
+    return cudakit.matvec(a[0], x[0], **kwargs)
 
 
 def matvec(A, x, *, out=None, variant="fast", check=None):
@@ -156,6 +168,9 @@ def matvec(A, x, *, out=None, variant="fast", check=None):
     A, x = A[(None,) * (nb + 2 - A.ndim)], x[(None,) * (nb + 1 - x.ndim)]
     batch = tuple(range(nb))
     m, n = nb, nb + 1
+    if A.numblocks[-1] == 1 and x.numblocks[-1] == 1:  # n whole in every block: one product per y block
+        return da.blockwise(_matvec_whole_n, batch + (m,), A, batch + (m, n), x, batch + (n,), concatenate=False,
+                            dtype=dtype, meta=meta(nb + 1, dtype), variant=variant, check=check)
     partials = da.blockwise(_matvec_block, batch + (m, n), A, batch + (m, n), x, batch + (n,),
                             adjust_chunks={n: 1}, concatenate=False, dtype=dtype, meta=meta(nb + 2, dtype),
                             variant=variant, check=check)

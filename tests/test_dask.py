@@ -61,6 +61,7 @@ def chunked(shape, chunks):
 
 
 @pytest.mark.parametrize("a_shape, a_chunks, b_shape, b_chunks", [
+    ((60, 50), (16, 50), (50, 30), (50, 7)),          # k whole: one product per block of C
     ((60, 50), (16, 20), (50, 30), (20, 7)),          # k chunked alike
     ((60, 50), (16, 20), (50, 30), (13, 30)),         # k chunked differently: rechunked to common chunks
     ((50,), (20,), (50, 30), (20, 10)),               # 1-D A: a row, its axis left out
@@ -76,6 +77,8 @@ def test_matmul_graph_matches_numpy(numpy_ops, a_shape, a_chunks, b_shape, b_chu
     np.testing.assert_allclose(C.compute(), want, rtol=1e-12)
     blocks = max(A.numblocks[-1], B.numblocks[-2 if B.ndim > 1 else 0])  # pairs along k, at least one each
     assert numpy_ops.count("matmul") >= blocks
+    if blocks == 1:
+        assert "matmul_whole_k" in C.name or any("whole_k" in str(k) for k in C.dask.keys())
 
 
 def test_matmul_sums_blocks_without_concatenating(numpy_ops):
