@@ -10,6 +10,8 @@ what moving one block between two workers cost.
 """
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -141,18 +143,55 @@ def single_gpu_seconds(index: int, scale: float, row_s: float) -> float:
     return stats.median
 
 
+def placed(client, shape, chunks, dtype, make):
+    """A Dask array whose blocks are made by make(block shape) on the workers in turn (block i, in C order, on worker
+    i mod W), so that each worker holds an equal share and an op that pairs blocks in place moves none."""
+    import cupy
+    import dask.array as da
+    from dask import delayed
+
+    workers = sorted(client.scheduler_info()["workers"])
+    chunks = da.core.normalize_chunks(chunks, shape)
+    order = {idx: i for i, idx in enumerate(itertools.product(*(range(len(c)) for c in chunks)))}
+
+    def nested(idx: tuple):
+        if len(idx) == len(shape):
+            block = tuple(c[j] for c, j in zip(chunks, idx))
+            future = client.submit(make, block, pure=False, workers=[workers[order[idx] % len(workers)]])
+            return da.from_delayed(delayed(future), block, dtype=dtype, meta=cupy.empty((0,) * len(shape), dtype))
+        return [nested(idx + (j,)) for j in range(len(chunks[len(idx)]))]
+
+    return da.block(nested(()))
+
+
 def persisted_inputs(client, case: Case) -> dict:
-    """The case's operands as Dask arrays of random blocks made and kept on the workers, replicated where asked."""
+    """The case's operands as Dask arrays of random blocks made on the workers in turn and kept there, replicated
+    where asked."""
     from distributed import futures_of, wait
 
     arrays = {}
     for name, (shape, chunks, dtype) in case.inputs().items():
-        lazy = random_frames(shape[0], chunks[0]) if np.dtype(dtype) == np.uint8 else random_dask(shape, chunks, dtype)
-        arrays[name] = client.persist(lazy)
+        arrays[name] = client.persist(placed(client, shape, chunks, dtype, functools.partial(_device_array,
+                                                                                            dtype=dtype)))
         wait(arrays[name])
         if name in case.replicate:
             client.replicate(futures_of(arrays[name]))
     return arrays
+
+
+def graph_floor(client, repeats: int) -> float:
+    """Wall seconds of the smallest graph a run can be: one no-op task per worker, persisted, waited for and
+    synchronised as time_graph does (Dask's own latency, under every row)."""
+    import dask.array as da
+
+    count = len(client.scheduler_info()["workers"])
+    empty = placed(client, (count,), (1,), np.float32, functools.partial(_device_array, dtype=np.float32))
+    inputs = {"empty": client.persist(empty)}
+    return float(np.median(time_graph(client, da.map_blocks(_same, inputs["empty"]), inputs, repeats)))
+
+
+def _same(x):
+    return x
 
 
 def time_graph(client, graph, inputs: dict, repeats: int) -> list[float]:
@@ -286,7 +325,8 @@ def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
     if workers > gpus:
         raise ValueError(f"--workers {workers}: this machine has {gpus} GPU(s)")
     scale, repeats, row_s = (1 / 16, QUICK_REPEATS, 0.1) if quick else (1.0, REPEATS, 0.5)
-    dask.config.set({"distributed.comm.timeouts.connect": "60s"})
+    # no work stealing: the blocks are placed evenly, and a stolen task would move its block between workers
+    dask.config.set({"distributed.comm.timeouts.connect": "60s", "distributed.scheduler.work-stealing": False})
     results = {"workers": workers, "gpus": gpus, "protocol": protocol, "scale": scale, "rows": []}
     rows = {i: {"op": c.op, "case": c.name, "work": c.work({k: v[0] for k, v in c.inputs().items()})}
             for i, c in enumerate(cases(scale))}
@@ -298,6 +338,7 @@ def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
             results["gpu_bytes"] = gpu_bytes
             if count > 1:
                 results["block_move_s"] = block_move_seconds(client)
+            results[f"floor{count}_s"] = graph_floor(client, repeats)
             for i, case in enumerate(cases(scale)):
                 if count == 1:  # the same work without Dask, on the only worker's GPU (before its operands exist)
                     rows[i]["single_s"] = client.submit(single_gpu_seconds, i, scale, row_s, pure=False).result()
@@ -325,7 +366,9 @@ def dask_table(results: dict):
     n = results["workers"]
     move = results.get("block_move_s")
     caption = (f"transport {results['protocol']}; moving a 256 MiB block between two workers: "
-               + (f"{move * 1e3:.1f} ms ({(1 << 28) / move / 1e9:.1f} GB/s)" if move else "(one worker)"))
+               + (f"{move * 1e3:.1f} ms ({(1 << 28) / move / 1e9:.1f} GB/s)" if move else "(one worker)")
+               + f"; Dask's floor (a no-op task per worker, persisted, waited for, synchronised): "
+               f"{_ms(results.get('floor1_s'))} on 1 worker, {_ms(results.get(f'floor{n}_s'))} on {n}")
     table = Table(title=f"cudakit on Dask: 1 worker and {n} (one GPU each), against one GPU without Dask",
                   caption=caption)
     for col in ("op", "case", "1 worker", f"{n} workers", "speed-up", "1 GPU, no Dask", f"of {n}x one GPU",
