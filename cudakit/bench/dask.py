@@ -11,6 +11,7 @@ what moving one block between two workers cost.
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 import math
 import time
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 FRAME = (1080, 1920, 3)
-REPEATS, QUICK_REPEATS = 5, 3
+REPEATS, QUICK_REPEATS = 3, 3
 
 
 @dataclass
@@ -198,7 +199,7 @@ def time_graph(client, graph, inputs: dict, repeats: int) -> list[float]:
     """Wall seconds from persisting `graph` until every result block is in place on the workers, `repeats` times
     after a warm-up (the kernels compile in every worker). Each run's results are released, and gone from the
     workers, before the next persists the same graph, so every run computes it anew."""
-    from distributed import wait
+    from distributed import futures_of, wait
 
     graphs = graph if isinstance(graph, list) else [graph]
     seconds = []
@@ -209,22 +210,27 @@ def time_graph(client, graph, inputs: dict, repeats: int) -> list[float]:
         client.run(_synchronize)  # a task ends when its kernels are queued: the run ends when they have run
         if rep:
             seconds.append(time.perf_counter() - t0)
+        keys = {f.key for f in futures_of(done)}
         del done
-        settle(client, keep=inputs)
+        settle(client, keys)
     return seconds
 
 
-def settle(client, keep=(), timeout: float = 60.0) -> None:
-    """Wait until the workers hold only the blocks of `keep` (released results leave the GPUs before the next run)."""
-    from distributed import futures_of
-
-    kept = {f.key for x in (keep.values() if isinstance(keep, dict) else keep) for f in futures_of(x)}
+def settle(client, keys: set, timeout: float = 30.0) -> None:
+    """Wait until no worker holds any of `keys`: released blocks leave the GPUs before the next run needs room."""
+    gc.collect()  # (a lazy array in a reference cycle would keep its futures)
     end = time.perf_counter() + timeout
     while time.perf_counter() < end:
         held = client.run(lambda dask_worker: list(dask_worker.data.keys()))
-        if all(k in kept for keys in held.values() for k in keys):
+        if not any(k in keys for names in held.values() for k in names):
             return
         time.sleep(0.05)
+
+
+def keys_of(*collections) -> set:
+    from distributed import futures_of
+
+    return {f.key for x in collections for f in futures_of(x)}
 
 
 def _synchronize() -> None:
@@ -260,8 +266,9 @@ def block_move_seconds(client, nbytes: int = 1 << 28) -> float | None:
             client.submit(_nbytes, futures_of(block)[0], workers=where, pure=False).result()
             if rep:
                 runs.append(time.perf_counter() - t0)
+            keys = keys_of(block)
             del block
-            settle(client)
+            settle(client, keys)
         spans[where[0]] = float(np.median(runs))
     return max(spans[workers[1]] - spans[workers[0]], 1e-9)
 
@@ -288,8 +295,9 @@ def matvec_past_one_gpu(client, gpu_bytes: int, workers: int) -> dict | None:
     if 4 * rows * n > 0.6 * workers * gpu_bytes:
         return None
     chunk = _rows(rows // (32 * workers), 1.0, 1024)
-    A = client.persist(random_dask((rows, n), (chunk, n), np.float32))
-    x = client.persist(random_dask((n,), (n,), np.float32))
+    draw = functools.partial(_device_array, dtype=np.float32)
+    A = client.persist(placed(client, (rows, n), (chunk, n), np.float32, draw))  # an equal share on each GPU
+    x = client.persist(placed(client, (n,), (n,), np.float32, draw))
     wait([A, x])
     t0 = time.perf_counter()
     y = client.persist(cudakit.matvec(A, x))
@@ -300,8 +308,9 @@ def matvec_past_one_gpu(client, gpu_bytes: int, workers: int) -> dict | None:
                        meta=cupy.empty((0,), np.float64))
     y, ref = client.compute([y, ref], sync=True)
     error = _check.relative_error(y, ref)
+    keys = keys_of(A, x)
     del A, x
-    settle(client)
+    settle(client, keys)
     return {"rows": rows, "cols": n, "bytes": 4 * rows * n, "seconds": seconds, "error": error,
             "bound": _check.tolerance(np.dtype(np.float32), n)}
 
@@ -348,8 +357,9 @@ def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
                 rows[i][f"dask{count}_s"] = float(np.median(seconds))
                 rows[i][f"dask{count}_samples"] = seconds
                 rows[i][f"dask{count}_sent_per_run"] = (sent_bytes(client) - before) / (repeats + 1)
+                keys = keys_of(*inputs.values())
                 del inputs
-                settle(client)
+                settle(client, keys)
                 console.print(f"{case.op} {case.name}: {count} worker(s) {rows[i][f'dask{count}_s'] * 1e3:.1f} ms")
             if count > 1:
                 results["past_one_gpu"] = matvec_past_one_gpu(client, gpu_bytes, count) if not quick else None
