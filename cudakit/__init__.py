@@ -5,7 +5,8 @@
     cudakit.resize(img, (h, w))   bilinear  cudakit.letterbox(imgs)  detector preprocessing, one launch
     cudakit.variants(op)     the kernels behind an op, each with one line on what it demonstrates
 
-Every op takes variant= (default "fast"), out= and check=, and launches on CuPy's current stream.
+Every op takes variant= (default "fast"), out= and check=, and launches on CuPy's current stream. Given dask.array
+arrays of CuPy chunks, the ops build lazy Dask graphs instead (cudakit/dask.py; `import cudakit` imports no Dask).
 
     cudakit.stream_map(fn, host_chunks)   fn over host chunks, copies and kernels overlapped across streams
     cudakit.pinned_empty(shape, dtype)    a NumPy array in pinned memory (the copies read and write it in place)

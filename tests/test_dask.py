@@ -19,7 +19,7 @@ import dask  # noqa: E402
 import cudakit  # noqa: E402
 from cudakit import dask as ck_dask  # noqa: E402
 
-from conftest import ROOT, assert_close, random_array  # noqa: E402
+from conftest import HIDE_GPU, ROOT, assert_close, random_array, run_cli  # noqa: E402
 
 rng = np.random.default_rng()
 
@@ -169,6 +169,26 @@ def test_import_cudakit_imports_no_dask():
     code = "import sys, cudakit; print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+def test_bench_dask_redraws_a_saved_run():
+    res = run_cli("bench.py", "--dask", "--load", "docs/dask_h200x2_ucx.json", env={**HIDE_GPU, "COLUMNS": "250"})
+    assert res.returncode == 0, res.stderr
+    assert "1 worker and 2" in res.stdout and "speed-up" in res.stdout and "transport ucx" in res.stdout
+    assert "matvec past one GPU's memory" in res.stdout
+
+
+def test_bench_dask_says_what_is_missing():
+    try:
+        import dask_cuda  # noqa: F401
+    except ImportError:
+        res = run_cli("bench.py", "--dask", env=HIDE_GPU)
+        assert res.returncode == 1 and "pip install cudakit[dask]" in res.stderr, res.stderr
+    else:
+        res = run_cli("bench.py", "--dask", env=HIDE_GPU)
+        assert res.returncode == 1 and "needs a CUDA GPU" in res.stderr, res.stderr
+    res = run_cli("bench.py", "--dask", "--sweep", env=HIDE_GPU)
+    assert res.returncode == 2 and "--dask runs on its own" in res.stderr
 
 
 # ---------------------------------------------------------------------------------------------------- GPU

@@ -59,8 +59,9 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         p.error("--workers must be at least 1")
-    if args.dask and (args.load or args.sweep or args.readme or args.plot or args.streams or args.plot_streams):
-        p.error("--dask runs on its own, not with --load, --sweep, --readme, --plot or --streams")
+    if args.dask and (args.sweep or args.readme or args.plot or args.streams or args.plot_streams):
+        p.error("--dask runs on its own (or with --load to redraw a saved run), not with --sweep, --readme, --plot "
+                "or --streams")
     if (args.streams or args.plot_streams) and (args.load or args.sweep or args.readme or args.plot):
         p.error("--streams and --plot-streams run on their own, not with --load, --sweep, --readme or --plot")
     ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
@@ -146,7 +147,28 @@ def stream_lesson(args, console) -> None:
 
 
 def dask_lesson(args, console) -> None:
-    """--dask: the ops on a LocalCUDACluster of 1 worker and of N, beside one GPU without Dask."""
+    """--dask: the ops on a LocalCUDACluster of 1 worker and of N, beside one GPU without Dask (--load: redraw)."""
+    from .dask import dask_table, past_one_gpu_line
+
+    if args.load:
+        with open(args.load) as f:
+            try:
+                results = json.load(f)
+                table = dask_table(results)
+            except (ValueError, KeyError, TypeError):
+                raise BenchError(f"bench.py --dask --load: {args.load} is not a file written by --dask --json") from None
+    else:
+        results = measure_dask(args, console)
+        table = dask_table(results)
+    console.print(table)
+    console.print(past_one_gpu_line(results))
+    if args.json and not args.load:
+        with open(args.json, "w") as f:
+            json.dump(finite(results), f, indent=1)
+        console.print(f"wrote {args.json}")
+
+
+def measure_dask(args, console) -> dict:
     from .device import no_gpu_reason
 
     try:
@@ -158,18 +180,12 @@ def dask_lesson(args, console) -> None:
     reason = no_gpu_reason()
     if reason is not None:
         raise BenchError(f"bench.py --dask needs a CUDA GPU, and none is usable here ({reason})")
-    from .dask import dask_table, past_one_gpu_line, run_dask
+    from .dask import run_dask
 
     try:
-        results = run_dask(args.workers, args.protocol, args.quick, console)
+        return run_dask(args.workers, args.protocol, args.quick, console)
     except ValueError as exc:
         raise BenchError(f"bench.py {exc}") from None
-    console.print(dask_table(results))
-    console.print(past_one_gpu_line(results))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(finite(results), f, indent=1)
-        console.print(f"wrote {args.json}")
 
 
 def main(argv=None) -> int:
