@@ -12,7 +12,7 @@
 #                                      cold start of a new process, twice (compile, then the disk caches)
 # The side-by-side run shards the suite, a process per test file and per architecture of the compile check (the
 # time is mostly NVRTC on the host, not the GPU); every shard's summary line is in pytest.log, with a total at the end.
-#   bash tools/gpu_check.sh dask       python bench.py --dask (a LocalCUDACluster of 1 worker and of every GPU)
+#   bash tools/gpu_check.sh dask       python bench.py --dask --protocol ucx (a LocalCUDACluster of 1 worker and of every GPU)
 # Dask is not installed on the GPU machine: carry .whl (tools/dask_wheels.sh) and it is installed first.
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
@@ -70,7 +70,7 @@ EOF
 }
 
 dask_bench() {
-  COLUMNS=240 timeout 560 python3 bench.py --dask --json $OUT/dask.json > $OUT/dask.txt 2>&1
+  COLUMNS=240 timeout 560 python3 bench.py --dask --protocol ucx --json $OUT/dask.json > $OUT/dask.txt 2>&1
   echo "bench --dask: exit $? :: $(tail -4 $OUT/dask.txt | tr '\n' ' ')"
 }
 

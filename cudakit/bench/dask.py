@@ -60,18 +60,6 @@ def random_bytes(shape):
     return out
 
 
-def _frames_block(block_info=None):
-    return random_bytes(block_info[None]["chunk-shape"])
-
-
-def random_frames(count, chunk):
-    import cupy
-    import dask.array as da
-
-    return da.map_blocks(_frames_block, chunks=da.core.normalize_chunks((chunk, *FRAME), (count, *FRAME)),
-                         dtype=np.uint8, meta=cupy.empty((0, 0, 0, 0), np.uint8))
-
-
 # ---------------------------------------------------------------------------------------------------- the cases
 def _rows(n, scale, multiple=1024):
     return max(multiple, int(n * scale) // multiple * multiple)
