@@ -27,9 +27,12 @@ import numpy as np
 import cudakit
 
 from . import _args, _nd
+from ._variants import lookup
 from .transpose import ITEMSIZES
 
-_resize = importlib.import_module(__package__ + ".resize")  # the module (cudakit.resize is the function)
+# the modules (cudakit.matmul and cudakit.resize are the functions)
+_matmul = importlib.import_module(__package__ + ".matmul")
+_resize = importlib.import_module(__package__ + ".resize")
 
 
 # The chunks' array module. Only the GPU-less tests of the graphs change it (to NumPy, with NumPy stand-ins for
@@ -38,22 +41,25 @@ xp = cupy
 
 
 # ---------------------------------------------------------------------------------------------------- operands
-def operand(op: str, name: str, x, whole_axes=()) -> da.Array:
-    """x as a Dask array of CuPy chunks (a CuPy array becomes one chunk, as dask.array.asarray makes it): its
-    chunks known, the axes in `whole_axes` one chunk each."""
+def operand(op: str, name: str, x, ndims=None, whole_axes=(), whole="images") -> da.Array:
+    """x as a Dask array of CuPy chunks (a CuPy array becomes one chunk, as dask.array.asarray makes it): of one of
+    the `ndims` (None: any), its chunks known, the axes in `whole_axes` one chunk each (each block whole `whole`)."""
     if isinstance(x, xp.ndarray):
-        return da.from_array(x, chunks=x.shape, asarray=False)
-    if not isinstance(x, da.Array):
+        x = da.from_array(x, chunks=x.shape, asarray=False, name=False)  # (name=False: not hashed through the host)
+    elif not isinstance(x, da.Array):
         raise TypeError(f"cudakit.{op}: {name} must be a cupy.ndarray or a dask.array.Array of CuPy chunks, got "
                         f"{type(x).__module__}.{type(x).__name__}")
+    if ndims is not None and x.ndim not in ndims:
+        want = " or ".join(f"{d}-D" for d in ndims)
+        raise ValueError(f"cudakit.{op}: {name} must be {want}, got {x.ndim}-D with shape {x.shape}")
     if any(math.isnan(c) for chunks in x.chunks for c in chunks):
         raise ValueError(f"cudakit.{op}: {name} has unknown chunk sizes {x.chunks}; call "
                          f"{name}.compute_chunk_sizes() first")
-    split = [axis % x.ndim for axis in whole_axes if len(x.chunks[axis]) > 1]
+    split = sorted(axis % x.ndim for axis in whole_axes if len(x.chunks[axis]) > 1)
     if split:
         spec = ", ".join(f"{axis}: -1" for axis in split)
         raise ValueError(f"cudakit.{op}: {name} is chunked along axes {split} (chunks {x.chunks}); each block must "
-                         f"hold whole images: rechunk with {name}.rechunk({{{spec}}})")
+                         f"hold whole {whole}: rechunk with {name}.rechunk({{{spec}}})")
     if not isinstance(x._meta, xp.ndarray):
         meta = type(x._meta)
         raise TypeError(f"cudakit.{op}: {name} is a Dask array of {meta.__module__}.{meta.__name__} chunks; cudakit "
@@ -74,7 +80,10 @@ def meta(ndim: int, dtype):
 
 # ---------------------------------------------------------------------------------------------------- 16-bit blocks
 def _widened(x, dtype):
-    """A 16-bit float block in float32 (bfloat16: its bits are a float32's upper half), else x itself."""
+    """A 16-bit float block in float32 (bfloat16: its bits are a float32's upper half), else x itself (a block of
+    another dtype, or one an earlier step of the sum has widened)."""
+    if x.dtype != dtype:
+        return x
     if dtype.name == "bfloat16":
         return (x.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
     return x.astype(np.float32) if dtype.name == "float16" else x
@@ -130,6 +139,8 @@ def matmul(A, B, *, out=None, variant="fast", check=None, tf32=None):
     A, B = operand("matmul", "A", A), operand("matmul", "B", B)
     _nd.matmul_shapes("matmul", A.shape, B.shape)
     dtype = common_dtype("matmul", {"A": A, "B": B})
+    tf32 = _matmul.tf32_in_effect(tf32, dtype)  # (resolved here: every block follows the caller's setting)
+    _matmul.check_takes(lookup("matmul", variant), dtype, tf32)
     a = A[None, :] if A.ndim == 1 else A
     b = B[:, None] if B.ndim == 1 else B
     ndim = max(a.ndim, b.ndim)
@@ -144,7 +155,7 @@ def matmul(A, B, *, out=None, variant="fast", check=None, tf32=None):
                                 adjust_chunks={k: 1}, concatenate=False, dtype=dtype, meta=meta(ndim + 1, dtype),
                                 variant=variant, check=check, tf32=tf32)
         C = sum_partials(partials, axis=-2)
-    return C[..., 0, :] if A.ndim == 1 else C[..., 0] if B.ndim == 1 else C
+    return C[(Ellipsis,) + ((0,) if A.ndim == 1 else (slice(None),)) + ((0,) if B.ndim == 1 else (slice(None),))]
 
 
 def _matvec_block(a, x, **kwargs):
@@ -164,6 +175,9 @@ def matvec(A, x, *, out=None, variant="fast", check=None):
         raise ValueError(f"cudakit.matvec: A must be at least 2-D and x at least 1-D, got {A.shape} and {x.shape}")
     _nd.matmul_shapes("matvec", A.shape, x.shape + (1,))
     dtype = common_dtype("matvec", {"A": A, "x": x})
+    row = lookup("matvec", variant)
+    if dtype not in _args.FLOATS:
+        _args.check_variant("matvec", row, dtype)
     nb = max(A.ndim - 2, x.ndim - 1)
     A, x = A[(None,) * (nb + 2 - A.ndim)], x[(None,) * (nb + 1 - x.ndim)]
     batch = tuple(range(nb))
@@ -188,6 +202,7 @@ def dot(a, b, *, out=None, variant="fast", check=None):
     if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
         raise ValueError(f"cudakit.dot: a and b must be 1-D of one length, got shapes {a.shape} and {b.shape}")
     dtype = common_dtype("dot", {"a": a, "b": b})
+    _args.check_variant("dot", lookup("dot", variant), dtype)
     partials = da.blockwise(_dot_block, (0,), a, (0,), b, (0,), adjust_chunks={0: 1}, dtype=dtype,
                             meta=meta(1, dtype), variant=variant, check=check)
     return sum_partials(partials, axis=0)
@@ -201,6 +216,9 @@ def transpose(a, axes=None, *, out=None, variant="fast", check=None):
     """cudakit.transpose over a Dask array: each block transposed (C-contiguous), the chunks permuted with it."""
     no_out("transpose", out)
     a = operand("transpose", "a", a)
+    lookup("transpose", variant)
+    if a.ndim > _nd.MAX_NDIM:
+        raise ValueError(f"cudakit.transpose: a has {a.ndim} dimensions; at most {_nd.MAX_NDIM} are supported")
     if a.dtype.itemsize not in ITEMSIZES:
         raise TypeError(f"cudakit.transpose: unsupported dtype {a.dtype} ({a.dtype.itemsize} bytes); supported: any "
                         "dtype of 1, 2, 4 or 8 bytes")
@@ -218,10 +236,10 @@ def resize(img, size, *, out=None, variant="fast", check=None):
     """cudakit.resize over a Dask array of images (H, W), (H, W, C) or (N, H, W, C): each block of whole images
     resized, so only N may be chunked."""
     no_out("resize", out)
-    lead = 1 if getattr(img, "ndim", 0) == 4 else 0
-    img = operand("resize", "img", img, whole_axes=range(lead, getattr(img, "ndim", 0)))
-    if img.ndim not in (2, 3, 4):
-        raise ValueError(f"cudakit.resize: img must be (H, W), (H, W, C) or (N, H, W, C), got shape {img.shape}")
+    lookup(_resize.FAMILY, variant)
+    img = operand("resize", "img", img, ndims=(2, 3, 4))
+    lead = 1 if img.ndim == 4 else 0
+    img = operand("resize", "img", img, whole_axes=range(lead, img.ndim))
     if img.dtype not in _resize.IMAGE_DTYPES:
         raise TypeError(f"cudakit.resize: unsupported dtype {img.dtype}; supported: uint8, float16, float32")
     oh, ow = _resize.output_size("resize", size)
@@ -244,7 +262,8 @@ def letterbox(imgs, size=(640, 640), *, pad=114, bgr_to_rgb=True, scale=1 / 255,
     """cudakit.letterbox over a Dask array (N, H, W, 3) of uint8 frames chunked along N: (batch, boxes_map), both
     lazy. The boxes map follows from the frames' shape alone, so its blocks are made without the kernel."""
     no_out("letterbox", out)
-    imgs = operand("letterbox", "imgs", imgs, whole_axes=(1, 2, 3))
+    lookup(_resize.FAMILY, variant)
+    imgs = operand("letterbox", "imgs", imgs, ndims=(4,), whole_axes=(1, 2, 3))
     if imgs.ndim != 4 or imgs.shape[-1] != 3 or imgs.dtype != np.uint8:
         raise ValueError(f"cudakit.letterbox: imgs must be (N, H, W, 3) uint8, got shape {imgs.shape} and dtype "
                          f"{imgs.dtype}")
@@ -270,10 +289,12 @@ def unletterbox_boxes(boxes, boxes_map, *, clip=True):
     if not isinstance(boxes_map, _resize.BoxesMap):
         raise TypeError(f"cudakit.unletterbox_boxes: boxes_map must be the BoxesMap letterbox returned, got "
                         f"{type(boxes_map).__name__}")
-    boxes = operand("unletterbox_boxes", "boxes", boxes, whole_axes=(-1,))
+    boxes = operand("unletterbox_boxes", "boxes", boxes, whole_axes=(-1,), whole="boxes (x1, y1, x2, y2)")
     if boxes.dtype not in _args.FLOATS:
         raise TypeError(f"cudakit.unletterbox_boxes: boxes must be float32 or float64, got {boxes.dtype}")
-    array = operand("unletterbox_boxes", "boxes_map.array", boxes_map.array)
+    array = operand("unletterbox_boxes", "boxes_map.array", boxes_map.array, ndims=(3,))
+    if array.shape[1:] != (3, 2):
+        raise ValueError(f"cudakit.unletterbox_boxes: boxes_map.array must be (N, 3, 2), got {array.shape}")
     if boxes.ndim < 2 or boxes.shape[-1] != 4 or boxes.shape[0] != array.shape[0]:
         raise ValueError(f"cudakit.unletterbox_boxes: boxes must be ({array.shape[0]}, ..., 4), got {boxes.shape}")
     index = "abcdefgh"[:boxes.ndim]

@@ -454,15 +454,20 @@ def tf32_in_effect(tf32: bool | None, dtype) -> bool:
 _compute_capability = functools.lru_cache(maxsize=None)(_tune.compute_capability)
 
 
-def _runner(row: Variant, dtype, tf32: bool, device_id: int):
-    """The 2-D launcher of `row` for this dtype, or a clear error before any launch."""
-    tensor_core = row.tensor_core
-    if dtype.name not in row.dtypes or (tf32 and not tensor_core and row.name != "fast"):
-        takes = ", ".join(row.dtypes) + (" (float32 as TF32)" if tensor_core else "")
+def check_takes(row: Variant, dtype, tf32: bool) -> None:
+    """TypeError where variant `row` does not take `dtype` (with or without TF32); no GPU needed."""
+    if dtype.name not in row.dtypes or (tf32 and not row.tensor_core and row.name != "fast"):
+        takes = ", ".join(row.dtypes) + (" (float32 as TF32)" if row.tensor_core else "")
         raise TypeError(f"cudakit.matmul: variant {row.name!r} takes {takes}; got {dtype}"
                         f"{' with TF32' if tf32 else ''}")
-    if tensor_core and dtype == F32 and not tf32:
+    if row.tensor_core and dtype == F32 and not tf32:
         raise TypeError(f"cudakit.matmul: variant {row.name!r} computes float32 in TF32: pass tf32=True")
+
+
+def _runner(row: Variant, dtype, tf32: bool, device_id: int):
+    """The 2-D launcher of `row` for this dtype, or a clear error before any launch."""
+    check_takes(row, dtype, tf32)
+    tensor_core = row.tensor_core
     if not (row.min_cc or tensor_core or tf32 or dtype.name in HALVES):  # FP32/FP64 SIMT: any GPU, no lookups
         return row.run
     cc = _compute_capability(device_id)

@@ -28,21 +28,37 @@ rng = np.random.default_rng()
 @pytest.fixture
 def numpy_ops(monkeypatch):
     """cudakit.dask over NumPy chunks, with NumPy stand-ins for the ops that count their calls."""
-    calls = []
+    class Calls(list):  # the ops' names in call order, and .shapes: each call's argument shapes
+        shapes: list
+
+    calls = Calls()
+    calls.shapes = []
 
     def counted(fn):
         def op(*args, variant="fast", check=None, tf32=None, **kwargs):
             calls.append(fn.__name__)
+            calls.shapes.append(tuple(a.shape for a in args))
             return fn(*args, **kwargs)
         op.__name__ = fn.__name__
         return op
 
+    def in_float32(fn):  # a 16-bit product as the kernels make it: float32 sums, rounded once to the dtype
+        def op(*args):
+            if args[0].dtype.itemsize != 2:
+                return fn(*args)
+            return fn(*(a.astype(np.float32) for a in args)).astype(args[0].dtype)
+        op.__name__ = fn.__name__
+        return op
+
+    @in_float32
     def matmul(a, b):
         return np.matmul(a, b)
 
+    @in_float32
     def matvec(a, x):
         return np.matmul(a, x[..., None])[..., 0]
 
+    @in_float32
     def dot(a, b):
         return np.asarray(np.dot(a, b))
 
@@ -62,6 +78,7 @@ def chunked(shape, chunks):
 
 @pytest.mark.parametrize("a_shape, a_chunks, b_shape, b_chunks", [
     ((60, 50), (16, 50), (50, 30), (50, 7)),          # k whole: one product per block of C
+    ((50,), (20,), (50,), (25,)),                     # 1-D @ 1-D: a 0-d result
     ((60, 50), (16, 20), (50, 30), (20, 7)),          # k chunked alike
     ((60, 50), (16, 20), (50, 30), (13, 30)),         # k chunked differently: rechunked to common chunks
     ((50,), (20,), (50, 30), (20, 10)),               # 1-D A: a row, its axis left out
@@ -82,11 +99,62 @@ def test_matmul_graph_matches_numpy(numpy_ops, a_shape, a_chunks, b_shape, b_chu
 
 
 def test_matmul_sums_blocks_without_concatenating(numpy_ops):
-    """One block product per (row block, column block, k block), and no block ever holds more than one k block."""
+    """One block product per (row block, column block, k block), and no product ever sees more than one k block."""
     A, B = chunked((40, 90), (10, 30)), chunked((90, 20), (30, 10))
     C = ck_dask.matmul(A, B)
     np.testing.assert_allclose(C.compute(), A.compute() @ B.compute(), rtol=1e-12)
     assert numpy_ops.count("matmul") == 4 * 2 * 3
+    assert all(a == (10, 30) and b == (30, 10) for a, b in numpy_ops.shapes)
+
+
+def half_dtype(name):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    return np.dtype(getattr(ml_dtypes, name) if name == "bfloat16" else name)
+
+
+def unit_roundoff(dtype) -> float:
+    return 2.0**-11 if dtype.name == "float16" else 2.0**-8  # half the gap above 1: 11 and 8 significant bits
+
+
+def relative_error(got, ref) -> float:
+    return float(np.linalg.norm((np.asarray(got, np.float64) - ref).ravel()) / np.linalg.norm(ref.ravel()))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_graphs_sum_many_blocks(numpy_ops, dtype):
+    """16-bit products with the contracted axis in 8 blocks: the tree of sums widens each partial once, sums in
+    float32 and rounds once at the end (so shape, dtype and error are those of a few roundings, not garbage)."""
+    from cudakit import _check
+
+    dt = half_dtype(dtype)
+    a, b = (rng.random((6, 80)) + 0.5).astype(dt), (rng.random((80, 4)) + 0.5).astype(dt)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    bound = _check.tolerance(dt, 80) + unit_roundoff(dt)  # the one-block bound, plus each partial's rounding
+    C = ck_dask.matmul(da.from_array(a, chunks=(3, 10)), da.from_array(b, chunks=(10, 4))).compute()
+    assert C.dtype == dt and C.shape == (6, 4)
+    assert relative_error(C, a64 @ b64) <= bound
+    y = ck_dask.matvec(da.from_array(a, chunks=(6, 10)), da.from_array(b[:, 0], chunks=10)).compute()
+    assert y.dtype == dt and y.shape == (6,)
+    assert relative_error(y, a64 @ b64[:, 0]) <= bound
+    d = ck_dask.dot(da.from_array(a[0], chunks=10), da.from_array(b[:, 1], chunks=10)).compute()
+    assert d.dtype == dt and d.shape == ()
+    assert relative_error(d, np.asarray(a64[0] @ b64[:, 1])) <= bound
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_partial_sums_round_once(dtype):
+    """The sum of 16-bit partials: each widened exactly, summed in float32, rounded once to nearest."""
+    dt = half_dtype(dtype)
+    blocks = [(rng.random((5, 1, 7)) + 0.5).astype(dt) for _ in range(3)]
+    wide = [ck_dask._widened(b, dt) for b in blocks]
+    assert all(w.dtype == np.float32 for w in wide)
+    assert np.array_equal(wide[0], blocks[0].astype(np.float64).astype(np.float32))  # widening is exact
+    assert ck_dask._widened(wide[0], dt) is wide[0]  # a widened block is not widened again
+    got = ck_dask._add_blocks(blocks, dtype_=dt, last=True, axis=(1,))
+    total = (wide[0] + wide[1] + wide[2]).astype(np.float64)
+    assert got.dtype == dt and got.shape == (5, 7)
+    err = np.abs(got.astype(np.float64) - total[:, 0]) / total[:, 0]  # one rounding to nearest
+    assert float(err.max()) <= unit_roundoff(dt)
 
 
 def test_mixed_operand_becomes_one_chunk(numpy_ops):
@@ -141,6 +209,18 @@ def test_errors_name_the_problem(numpy_ops):
         ck_dask.resize(frames, (32, 32))
     with pytest.raises(TypeError, match="cupy.ndarray or a dask.array.Array"):
         ck_dask.matmul(A, [[1.0]])
+    with pytest.raises(ValueError, match="unknown variant 'bogus'"):
+        ck_dask.matmul(A, A.T, variant="bogus")
+    with pytest.raises(TypeError, match="tf32=True applies to float32"):
+        ck_dask.matmul(A, A.T, tf32=True)
+    with pytest.raises(ValueError, match="at most 8 are supported"):
+        ck_dask.transpose(da.ones((1,) * 9, chunks=1))
+    with pytest.raises(ValueError, match="imgs must be 4-D"):
+        ck_dask.letterbox(frames[0], (32, 32))
+    with pytest.raises(ValueError, match="img must be 2-D or 3-D or 4-D"):
+        ck_dask.resize(da.zeros((2, 8, 64, 48, 3), chunks=1, dtype=np.uint8), (32, 32))
+    with pytest.raises(ValueError, match=r"boxes_map.array must be \(N, 3, 2\)"):
+        ck_dask.unletterbox_boxes(da.ones((8, 5, 4)), ck_dask._resize.BoxesMap(da.ones((8, 3, 3))))
 
 
 def test_numpy_chunks_refused_before_anything():
@@ -180,7 +260,7 @@ def test_bench_dask_redraws_a_saved_run():
 
 def test_bench_dask_says_what_is_missing():
     try:
-        import dask_cuda  # noqa: F401
+        import dask_cuda  # noqa: F401  (only whether it is there)
     except ImportError:
         res = run_cli("bench.py", "--dask", env=HIDE_GPU)
         assert res.returncode == 1 and "pip install cudakit[dask]" in res.stderr, res.stderr
@@ -267,26 +347,6 @@ def test_gpu_matmul_half(cluster, monkeypatch, dtype):
     ref = as_float64(A) @ as_float64(B)
     unit_roundoff = 2.0**-11 if dtype == "float16" else 2.0**-8
     assert _check.relative_error(got, ref) <= _check.tolerance(dt, 384) + unit_roundoff
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_gpu_partial_sums_of_half_blocks(dtype):
-    """16-bit partial products are summed in float32 and rounded once: the sum of the widened blocks, rounded."""
-    import cupy
-
-    ml_dtypes = pytest.importorskip("ml_dtypes")
-    dt = np.dtype(getattr(ml_dtypes, dtype) if dtype == "bfloat16" else dtype)
-    blocks = [random_array((5, 1, 7), dt) for _ in range(3)]
-    wide = [ck_dask._widened(b, dt) for b in blocks]
-    assert all(w.dtype == np.float32 for w in wide)
-    assert bool(cupy.array_equal(wide[0], as_float64(blocks[0]).astype(np.float32)))  # widening is exact
-    got = ck_dask._add_blocks(blocks, dtype_=dt, last=True, axis=(1,))
-    total = (wide[0] + wide[1] + wide[2]).astype(np.float64)
-    assert got.dtype == dt and got.shape == (5, 7)
-    unit_roundoff = 2.0**-11 if dtype == "float16" else 2.0**-8  # half the gap above 1: 11 and 8 significant bits
-    err = cupy.abs(as_float64(got) - total[:, 0]) / total[:, 0]  # one rounding to nearest
-    assert float(err.max()) <= unit_roundoff
 
 
 @pytest.mark.gpu

@@ -3,7 +3,8 @@
 Each case runs on a LocalCUDACluster of 1 worker and of N: its operands are made on the workers (fresh random
 blocks) and persisted before timing; a run is the graph's persist until every result block is in place on the
 workers (nothing comes back to this process), wall time, the median of a few after a warm-up that compiles the
-kernels in every worker. Every run is the same graph with new keys (dask's clone), so no result is reused. Beside
+kernels in every worker. Every run persists the same graph once the last run's results have left the workers, so
+each computes it anew (a run that cannot settle stops the bench rather than time a reused result). Beside
 them, the same total work as one cudakit call on one GPU without Dask, timed with CUDA events inside a worker.
 The fully chunked product also reports the bytes the workers sent each other, and every run the transport and
 what moving one block between two workers cost.
@@ -92,7 +93,7 @@ def cases(scale: float) -> list[Case]:
         Case("letterbox", f"{frames} frames 1080p -> 640^2 f32 NCHW, {frames // 16} a chunk",
              lambda: {"frames": ((frames, *FRAME), (frames // 16, *FRAME), np.uint8)},
              lambda frames: cudakit.letterbox(frames, (640, 640))[0],
-             lambda s: (0, s["frames"][0] * (640 * 640 * 3 * 4 + 640 * 640 * 3))),
+             lambda s: (0, math.prod(s["frames"]) + s["frames"][0] * 640 * 640 * 3 * 4)),  # (as bench/resize)
         Case("transpose", f"{side}^2 f32, chunks {side // 4}^2",
              lambda: {"a": ((side, side), (side // 4, side // 4), np.float32)},
              lambda a: cudakit.transpose(a), lambda s: (0, 2 * 4 * s["a"][0] * s["a"][1])),
@@ -134,7 +135,7 @@ def single_gpu_seconds(index: int, scale: float, row_s: float) -> float:
 
 def placed(client, shape, chunks, dtype, make):
     """A Dask array whose blocks are made by make(block shape) on the workers in turn (block i, in C order, on worker
-    i mod W), so that each worker holds an equal share and an op that pairs blocks in place moves none."""
+    i mod W), so that each worker holds an equal share (where each task then runs is the scheduler's choice)."""
     import cupy
     import dask.array as da
     from dask import delayed
@@ -213,6 +214,7 @@ def settle(client, keys: set, timeout: float = 30.0) -> None:
         if not any(k in keys for names in held.values() for k in names):
             return
         time.sleep(0.05)
+    raise RuntimeError(f"bench --dask: released results still on the workers after {timeout:.0f} s")
 
 
 def keys_of(*collections) -> set:
@@ -250,6 +252,7 @@ def block_move_seconds(client, nbytes: int = 1 << 28) -> float | None:
         for rep in range(4):
             block = client.persist(random_dask((nbytes // 4,), (nbytes // 4,), np.float32), workers=workers[:1])
             wait(block)
+            client.run(_synchronize)  # (the block's random draw done before either read)
             t0 = time.perf_counter()
             client.submit(_nbytes, futures_of(block)[0], workers=where, pure=False).result()
             if rep:
@@ -258,7 +261,8 @@ def block_move_seconds(client, nbytes: int = 1 << 28) -> float | None:
             del block
             settle(client, keys)
         spans[where[0]] = float(np.median(runs))
-    return max(spans[workers[1]] - spans[workers[0]], 1e-9)
+    move = spans[workers[1]] - spans[workers[0]]
+    return move if move > 0 else None  # (lost in the noise of the two reads)
 
 
 # ---------------------------------------------------------------------------------------------------- larger than a GPU
@@ -364,7 +368,8 @@ def dask_table(results: dict):
     n = results["workers"]
     move = results.get("block_move_s")
     caption = (f"transport {results['protocol']}; moving a 256 MiB block between two workers: "
-               + (f"{move * 1e3:.1f} ms ({(1 << 28) / move / 1e9:.1f} GB/s)" if move else "(one worker)")
+               + (f"{move * 1e3:.1f} ms ({(1 << 28) / move / 1e9:.1f} GB/s)" if move
+                  else "(one worker)" if n == 1 else "(below the noise of the two reads)")
                + f"; Dask's floor (a no-op task per worker, persisted, waited for, synchronised): "
                f"{_ms(results.get('floor1_s'))} on 1 worker, {_ms(results.get(f'floor{n}_s'))} on {n}")
     table = Table(title=f"cudakit on Dask: 1 worker and {n} (one GPU each), against one GPU without Dask",
