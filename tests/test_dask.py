@@ -251,6 +251,21 @@ def test_import_cudakit_imports_no_dask():
     assert out.strip() == "[]", out
 
 
+def test_bench_sampled_check_tells_right_from_wrong():
+    """The bench's answer check of a chunked product: a few blocks of C against float64, right and wrong."""
+    from cudakit.bench.dask import sampled_error
+
+    def compute(xs):
+        return list(dask.compute(*xs, scheduler="sync"))
+
+    A = da.from_array(rng.random((60, 80)).astype(np.float32), chunks=(20, 20))
+    B = da.from_array(rng.random((80, 40)).astype(np.float32), chunks=(20, 10))
+    right = sampled_error(compute, A, B, A @ B, samples=3)
+    assert right["error"] <= right["bound"] and len(set(right["blocks"])) == 3
+    wrong = sampled_error(compute, A, B, (A @ B) * np.float32(1 + 1e-3), samples=3)
+    assert wrong["error"] > wrong["bound"]
+
+
 def test_bench_dask_redraws_a_saved_run():
     res = run_cli("bench.py", "--dask", "--load", "docs/dask_h200x2_ucx.json", env={**HIDE_GPU, "COLUMNS": "250"})
     assert res.returncode == 0, res.stderr

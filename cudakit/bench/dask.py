@@ -32,6 +32,7 @@ class Case:
     call: object  # (**inputs) -> result(s): the same cudakit calls take the CuPy arrays (one GPU) or the Dask ones
     work: object  # ({name: shape}) -> (flops, bytes) for the rate column
     replicate: tuple = ()  # inputs every worker holds a copy of (a B that each row block needs)
+    sampled_check: bool = False  # check C = A @ B on a few of its blocks against float64 on the N workers
 
 
 # ---------------------------------------------------------------------------------------------------- operands
@@ -84,7 +85,7 @@ def cases(scale: float) -> list[Case]:
              lambda: {"A": ((side, side), (side // 4, side // 4), np.float32),
                       "B": ((side, side), (side // 4, side // 4), np.float32)},
              lambda A, B: cudakit.matmul(A, B), lambda s: (2 * s["A"][0] * s["A"][1] * s["B"][1], 0),
-             ),
+             sampled_check=True),
         Case("matvec", f"20 vectors, {mv_rows}x65536 f32 ({mv_rows * 65536 * 4 / 1e9:.0f} GB) by rows",
              lambda: {"A": ((mv_rows, 65536), (mv_rows // 8, 65536), np.float32),
                       "X": ((20, 65536), (1, 65536), np.float32)},
@@ -267,6 +268,29 @@ def block_move_seconds(client, nbytes: int = 1 << 28) -> float | None:
     return move if move > 0 else None  # (lost in the noise of the two reads)
 
 
+# ---------------------------------------------------------------------------------------------------- answers
+def relative_error(got, ref) -> float:
+    """||got - ref|| / ||ref|| in float64, for NumPy or CuPy arrays alike."""
+    diff = got.astype(np.float64) - ref
+    return float((diff * diff).sum() ** 0.5 / (ref * ref).sum() ** 0.5)
+
+
+def sampled_error(compute, A, B, C, samples: int = 2) -> dict:
+    """C = A @ B checked on `samples` of its blocks, spread over rows and columns: each against the float64 product
+    of the same row of A's blocks and column of B's (dask.array's own matmul, on the workers). compute: a list of
+    collections -> their values. Returns the largest relative error, its bound and the blocks checked."""
+    from cudakit import _check
+
+    rows, cols = C.numblocks
+    picks = [(i * rows // samples, (i * cols // samples + cols // 2) % cols) for i in range(samples)]
+    errors = []
+    for i, j in picks:
+        ref = A.blocks[i, :].astype(np.float64) @ B.blocks[:, j].astype(np.float64)
+        got, ref = compute([C.blocks[i, j], ref])
+        errors.append(relative_error(got, ref))
+    return {"error": max(errors), "bound": _check.tolerance(np.dtype(A.dtype), A.shape[1]), "blocks": picks}
+
+
 # ---------------------------------------------------------------------------------------------------- larger than a GPU
 def _reference_block(a, x):
     import cupy
@@ -351,6 +375,9 @@ def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
                 rows[i][f"dask{count}_s"] = float(np.median(seconds))
                 rows[i][f"dask{count}_samples"] = seconds
                 rows[i][f"dask{count}_sent_per_run"] = (sent_bytes(client) - before) / (repeats + 1)
+                if case.sampled_check and count == workers:
+                    rows[i]["answer"] = sampled_error(lambda xs: client.compute(xs, sync=True), inputs["A"],
+                                                      inputs["B"], case.call(**inputs))
                 keys = keys_of(*inputs.values())
                 del inputs
                 settle(client, keys)
@@ -394,11 +421,21 @@ def _ms(s) -> str:
     return f"{s * 1e3:.1f} ms" if s else "-"
 
 
-def past_one_gpu_line(results: dict) -> str:
+def answer_lines(results: dict) -> list[str]:
+    """The answers the run checked: sampled blocks of the chunked product, and the matvec past one GPU's memory."""
+    lines = []
+    for r in results["rows"]:
+        if r.get("answer"):
+            a = r["answer"]
+            lines.append(f"{r['op']} {r['case']} on {results['workers']} workers, blocks {a['blocks']} of C against "
+                         f"float64: relative error {a['error']:.2e} (bound {a['bound']:.2e}): "
+                         f"{'right' if a['error'] <= a['bound'] else 'WRONG'}")
     big = results.get("past_one_gpu")
     if not big:
-        return "matvec past one GPU's memory: not run (needs 2 workers with room, and a full run)"
+        lines.append("matvec past one GPU's memory: not run (needs 2 workers with room, and a full run)")
+        return lines
     ok = "right" if big["error"] <= big["bound"] else "WRONG"
-    return (f"matvec past one GPU's memory: {big['rows']}x{big['cols']} float32 ({big['bytes'] / 1e9:.0f} GB, "
-            f"{big['bytes'] / results['gpu_bytes']:.2f}x one GPU) on {results['workers']} workers in "
-            f"{big['seconds'] * 1e3:.0f} ms; relative error {big['error']:.2e} (bound {big['bound']:.2e}): {ok}")
+    lines.append(f"matvec past one GPU's memory: {big['rows']}x{big['cols']} float32 ({big['bytes'] / 1e9:.0f} GB, "
+                 f"{big['bytes'] / results['gpu_bytes']:.2f}x one GPU) on {results['workers']} workers in "
+                 f"{big['seconds'] * 1e3:.0f} ms; relative error {big['error']:.2e} (bound {big['bound']:.2e}): {ok}")
+    return lines
