@@ -28,11 +28,11 @@ import cudakit
 
 from . import _args, _nd
 from ._variants import lookup
-from .transpose import ITEMSIZES
 
-# the modules (cudakit.matmul and cudakit.resize are the functions)
+# the modules (cudakit.matmul, cudakit.resize and cudakit.transpose are the functions)
 _matmul = importlib.import_module(__package__ + ".matmul")
 _resize = importlib.import_module(__package__ + ".resize")
+_transpose = importlib.import_module(__package__ + ".transpose")
 
 
 # The chunks' array module. Only the GPU-less tests of the graphs change it (to NumPy, with NumPy stand-ins for
@@ -217,11 +217,7 @@ def transpose(a, axes=None, *, out=None, variant="fast", check=None):
     no_out("transpose", out)
     a = operand("transpose", "a", a)
     lookup("transpose", variant)
-    if a.ndim > _nd.MAX_NDIM:
-        raise ValueError(f"cudakit.transpose: a has {a.ndim} dimensions; at most {_nd.MAX_NDIM} are supported")
-    if a.dtype.itemsize not in ITEMSIZES:
-        raise TypeError(f"cudakit.transpose: unsupported dtype {a.dtype} ({a.dtype.itemsize} bytes); supported: any "
-                        "dtype of 1, 2, 4 or 8 bytes")
+    _transpose.check_array(a)
     axes = _nd.normalize_axes("transpose", a.ndim, axes)
     index = tuple(range(a.ndim))
     return da.blockwise(_transpose_block, tuple(index[i] for i in axes), a, index, dtype=a.dtype,

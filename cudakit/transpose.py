@@ -282,6 +282,16 @@ VARIANTS = register(FAMILY, [
 ])
 
 
+def check_array(a) -> None:
+    """An error, before any launch, for an array (CuPy or Dask) that transpose cannot take: more axes than it
+    merges, or an element size it has no kernel for."""
+    if a.ndim > _nd.MAX_NDIM:
+        raise ValueError(f"cudakit.transpose: a has {a.ndim} dimensions; at most {_nd.MAX_NDIM} are supported")
+    if a.dtype.itemsize not in ITEMSIZES:
+        raise TypeError(f"cudakit.transpose: unsupported dtype {a.dtype} ({a.dtype.itemsize} bytes); "
+                        "supported: any dtype of 1, 2, 4 or 8 bytes")
+
+
 def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | None = None):
     """cupy.ascontiguousarray(cupy.transpose(a, axes)) as a new array (or in out=): a.T for a 2-D array; any
     permutation `axes` of up to 8 dimensions (default: reversed, as CuPy); any 1-, 2-, 4- or 8-byte dtype.
@@ -296,11 +306,7 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
     if type(a) is not cupy.ndarray and (face := _args.dask_face(a)) is not None:
         return face.transpose(a, axes, out=out, variant=variant, check=check)
     a = _args.device_array("transpose", "a", a)
-    if a.ndim > _nd.MAX_NDIM:
-        raise ValueError(f"cudakit.transpose: a has {a.ndim} dimensions; at most {_nd.MAX_NDIM} are supported")
-    if a.dtype.itemsize not in ITEMSIZES:
-        raise TypeError(f"cudakit.transpose: unsupported dtype {a.dtype} ({a.dtype.itemsize} bytes); "
-                        "supported: any dtype of 1, 2, 4 or 8 bytes")
+    check_array(a)
     axes = _nd.normalize_axes("transpose", a.ndim, axes)
     run = lookup("transpose", variant).run
     device_id = a.data.device_id
