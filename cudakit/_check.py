@@ -65,22 +65,35 @@ def tf32_tolerance(k: int) -> float:
     return 2.0 * v + v * v + (1.0 + v) ** 2 * _sum_bound(EPS32, k)
 
 
-def as_float64(x):
-    """x in float64 (exact for every float dtype): bfloat16 through its bits (the top half of a float32), so the
-    check needs no bfloat16 support from CuPy's casts."""
-    import cupy
-
+def widened(x):
+    """A float16 or bfloat16 array in float32, exactly (bfloat16 through its bits, the top half of a float32, so no
+    bfloat16 cast is needed); an array of any other dtype as it is."""
     if x.dtype.name == "bfloat16":
-        x = (x.view(cupy.uint16).astype(cupy.uint32) << 16).view(cupy.float32)
-    return x.astype(cupy.float64)
+        return (x.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return x.astype(np.float32) if x.dtype.name == "float16" else x
+
+
+def narrowed(x32, dtype):
+    """A float32 array in `dtype`, rounded once to nearest even (bfloat16 on the bits, with no bfloat16 cast)."""
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16":
+        bits = x32.view(np.uint32)
+        return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16).view(dtype)
+    return x32.astype(dtype)
+
+
+def as_float64(x):
+    """x in float64 (exact for every float dtype)."""
+    return widened(x).astype(np.float64)
 
 
 def relative_error(out, ref, scale=None) -> float:
     """||out - ref|| / ||scale|| in float64 (scale defaults to ref); NaN anywhere gives NaN, which never passes."""
     import cupy
 
-    diff = float(cupy.linalg.norm((as_float64(out) - ref).ravel()))
-    denom = float(cupy.linalg.norm((ref if scale is None else scale).ravel()))
+    xp = cupy.get_array_module(out)  # (NumPy arrays too: the GPU-less tests)
+    diff = float(xp.linalg.norm((as_float64(out) - ref).ravel()))
+    denom = float(xp.linalg.norm((ref if scale is None else scale).ravel()))
     if denom == 0.0:
         return diff
     return diff / denom

@@ -11,6 +11,7 @@ import hashlib
 import json
 import operator
 import os
+import struct
 import threading
 from pathlib import Path
 
@@ -277,6 +278,21 @@ def parameter_value(arg) -> int:
             return int.from_bytes(arg.tobytes(), "little")
         raise TypeError(f"cudakit: a kernel argument must be a cupy.ndarray, an integer or a NumPy float, "
                         f"got {type(arg).__name__}") from None
+
+
+def f64_bits(x: float) -> int:
+    """A double kernel argument as the bits of its slot (launch() then takes its all-integer path)."""
+    return struct.unpack("<q", struct.pack("<d", x))[0]
+
+
+def pair(a: int, b: int) -> int:
+    """An int2 argument (a, b): two 4-byte values in one 8-byte slot."""
+    return (a & 0xFFFFFFFF) | (b & 0xFFFFFFFF) << 32
+
+
+def pair_f32(a: float, b: float) -> int:
+    """A float2 argument (a, b), rounded to float32."""
+    return struct.unpack("<q", struct.pack("<ff", a, b))[0]
 
 
 def launch(fn, grid, block, args, shared_mem: int = 0, cluster=None) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 
 import cudakit
 
-from . import _args, _nd
+from . import _args, _check, _nd
 from ._variants import lookup
 
 # the modules (cudakit.matmul, cudakit.resize and cudakit.transpose are the functions)
@@ -80,21 +80,13 @@ def meta(ndim: int, dtype):
 
 # ---------------------------------------------------------------------------------------------------- 16-bit blocks
 def _widened(x, dtype):
-    """A 16-bit float block in float32 (bfloat16: its bits are a float32's upper half), else x itself (a block of
-    another dtype, or one an earlier step of the sum has widened)."""
-    if x.dtype != dtype:
-        return x
-    if dtype.name == "bfloat16":
-        return (x.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
-    return x.astype(np.float32) if dtype.name == "float16" else x
+    """A 16-bit block of `dtype` in float32; a block an earlier step of the sum has widened, as it is."""
+    return _check.widened(x) if x.dtype == dtype else x
 
 
 def _narrowed(x, dtype):
-    """float32 back to a 16-bit dtype, rounded once to nearest even (bfloat16 on the bits); others as they are."""
-    if dtype.name == "bfloat16":
-        bits = x.view(np.uint32)
-        return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16).view(dtype)
-    return x.astype(dtype) if dtype.name == "float16" else x
+    """float32 back to a 16-bit `dtype`, rounded once; other dtypes as they are."""
+    return _check.narrowed(x, dtype) if dtype.name in _args.HALVES else x
 
 
 # ---------------------------------------------------------------------------------------------------- sums
@@ -233,9 +225,9 @@ def resize(img, size, *, out=None, variant="fast", check=None):
     resized, so only N may be chunked."""
     no_out("resize", out)
     lookup(_resize.FAMILY, variant)
-    img = operand("resize", "img", img, ndims=(2, 3, 4))
-    lead = 1 if img.ndim == 4 else 0
-    img = operand("resize", "img", img, whole_axes=range(lead, img.ndim))
+    ndim = getattr(img, "ndim", 0)
+    lead = 1 if ndim == 4 else 0
+    img = operand("resize", "img", img, ndims=(2, 3, 4), whole_axes=range(lead, ndim))
     if img.dtype not in _resize.IMAGE_DTYPES:
         raise TypeError(f"cudakit.resize: unsupported dtype {img.dtype}; supported: uint8, float16, float32")
     oh, ow = _resize.output_size("resize", size)
@@ -249,7 +241,7 @@ def _letterbox_block(imgs, size, dtype_, **kwargs):  # (map_blocks takes dtype= 
 
 
 def _boxes_map_block(imgs, size):
-    row = _resize.boxes_map_row(_resize.geometry(*imgs.shape[1:3], *size))
+    row = _resize.geometry(*imgs.shape[1:3], *size).map_rows
     return xp.asarray(np.broadcast_to(row, (imgs.shape[0], 3, 2)))
 
 

@@ -6,22 +6,22 @@
 
 One variant table serves both ops (naive -> fused -> fast; resize.cu tells the lesson). Source coordinates are
 (dst + 0.5) * in / out - 0.5 with the scale in float64 (the convention of OpenCV INTER_LINEAR and PyTorch
-align_corners=False); the float64 references at the end compute exactly that formula.
+align_corners=False); the float64 references (_resize_reference.py) compute exactly that formula.
 """
 from __future__ import annotations
 
 import functools
 import math
 import numbers
-import struct
 from collections import namedtuple
 
 import cupy
 import numpy as np
 
 from . import _args, _check
-from ._compile import instantiation, kernel, launch
+from ._compile import f64_bits, instantiation, kernel, launch, pair, pair_f32
 from ._device import current_device
+from ._resize_reference import reference_letterbox, reference_resize, verify as _verify
 from ._variants import Variant, lookup, register
 
 FAMILY = "resize"
@@ -58,21 +58,6 @@ def letterbox_group(dtype) -> tuple[str, ...]:
 def instantiation_groups():
     """Every module this family builds, for the GPU-less compile check."""
     return [resize_group(d) for d in IMAGE_DTYPES] + [letterbox_group(d) for d in OUT_DTYPES]
-
-
-def f64_bits(x: float) -> int:
-    """A double kernel argument as the bits of its slot (launch() then takes its all-integer path)."""
-    return struct.unpack("<q", struct.pack("<d", x))[0]
-
-
-def pair(a: int, b: int) -> int:
-    """An int2 argument (a, b): two 4-byte values in one 8-byte slot."""
-    return (a & 0xFFFFFFFF) | (b & 0xFFFFFFFF) << 32
-
-
-def pair_f32(a: float, b: float) -> int:
-    """A float2 argument (a, b), rounded to float32."""
-    return struct.unpack("<q", struct.pack("<ff", a, b))[0]
 
 
 def store_unit(nbytes: int) -> int:
@@ -127,6 +112,11 @@ class Geometry(namedtuple("Geometry", "h w nh nw top left")):
         """The kernels' (h, w), (nh, nw), (top, left) as int2, and h / nh, w / nw as doubles."""
         return (pair(self.h, self.w), pair(self.nh, self.nw), pair(self.top, self.left), f64_bits(self.h / self.nh),
                 f64_bits(self.w / self.nw))
+
+    @property
+    def map_rows(self) -> np.ndarray:
+        """The image's (3, 2) rows of the BoxesMap, as the letterbox kernels write them."""
+        return np.array([[self.nh / self.h, self.nw / self.w], [self.top, self.left], [self.h, self.w]], np.float64)
 
 
 class BoxesMap:
@@ -195,11 +185,6 @@ def settings(size, pad, bgr_to_rgb, scale, mean, std, dtype, layout) -> Settings
     pad_src = sum(int(p) << 8 * c for c, p in enumerate(pads[::-1] if bgr_to_rgb else pads))
     return Settings(output_size("letterbox", size), pads, bool(bgr_to_rgb), float(scale), means, stds, dtype,
                     layout == "NCHW", tail, pad_src)
-
-
-def boxes_map_row(g: Geometry) -> np.ndarray:
-    """An image's (3, 2) rows of the BoxesMap, as the letterbox kernels write them."""
-    return np.array([[g.nh / g.h, g.nw / g.w], [g.top, g.left], [g.h, g.w]], np.float64)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -416,8 +401,7 @@ def _letterbox(imgs, size, pad, bgr_to_rgb, scale, mean, std, dtype, layout, out
             elif uniform and variant == "fast" and n <= MAX_GRID_YZ and -(-oh // TILE_H) <= MAX_GRID_YZ \
                     and ow % RUN == 0 and len(_plans) < 4096:  # the next such call takes the short cut
                 fn, grid, tail = _fast_plan(s, job.geometry, True, device_id)
-                rows = np.broadcast_to(boxes_map_row(job.geometry), (n, 3, 2))
-                shared = BoxesMap(cupy.asarray(rows))  # the kernel's values
+                shared = BoxesMap(cupy.asarray(np.broadcast_to(job.geometry.map_rows, (n, 3, 2))))  # the kernel's
                 try:
                     _plans[(imgs.shape, imgs.dtype, size, pad, bgr_to_rgb, scale, mean, std, dtype, layout, variant,
                             check)] = (fn, grid + (n,), tail, shape, s.dtype, device_id, shared)
@@ -465,47 +449,3 @@ def unletterbox_boxes(boxes, boxes_map, *, clip: bool = True):
                                                           int(bool(clip))))
             results.append(res)
     return results if listed else results[0]
-
-
-# ---- the float64 references (check=True, the tests, the bench): resize.cu's formula in float64
-def _axis_taps(out_n: int, in_n: int):
-    s = np.maximum((np.arange(out_n, dtype=np.float64) + 0.5) * (in_n / out_n) - 0.5, 0.0)
-    i0 = np.floor(s).astype(np.int64)
-    last = i0 >= in_n - 1
-    i0, w = np.where(last, in_n - 1, i0), np.where(last, 0.0, s - i0)
-    return cupy.asarray(i0), cupy.asarray(np.minimum(i0 + 1, in_n - 1)), cupy.asarray(w)
-
-
-def reference_resize(img, size):
-    """resize(img, size) in float64, unrounded (any of resize's shapes)."""
-    a = cupy.asarray(img, dtype=np.float64)
-    a4 = a[None, :, :, None] if a.ndim == 2 else a[None] if a.ndim == 3 else a
-    (y0, y1, wy), (x0, x1, wx) = _axis_taps(size[0], a4.shape[1]), _axis_taps(size[1], a4.shape[2])
-    rows = a4[:, y0] * (1 - wy)[:, None, None] + a4[:, y1] * wy[:, None, None]
-    r = rows[:, :, x0] * (1 - wx)[:, None] + rows[:, :, x1] * wx[:, None]
-    return r[0, :, :, 0] if a.ndim == 2 else r[0] if a.ndim == 3 else r
-
-
-def reference_letterbox(images, s: Settings):
-    """letterbox in float64: (the batch in s's layout, the boxes map (N, 3, 2)); images a batch or a list."""
-    pieces, maps = [], []
-    for img in images:
-        g = geometry(img.shape[0], img.shape[1], *s.size)
-        canvas = cupy.empty(s.size + (3,), np.float64)
-        canvas[...] = cupy.asarray(s.pad, np.float64)
-        part = reference_resize(img, (g.nh, g.nw))
-        canvas[g.top:g.top + g.nh, g.left:g.left + g.nw] = part[..., ::-1] if s.swap else part
-        canvas = (canvas * s.scale - cupy.asarray(s.mean)) / cupy.asarray(s.std)
-        pieces.append(canvas.transpose(2, 0, 1) if s.nchw else canvas)
-        maps.append([[g.nh / g.h, g.nw / g.w], [g.top, g.left], [g.h, g.w]])
-    return cupy.stack(pieces), cupy.asarray(np.array(maps, np.float64).reshape(-1, 3, 2))
-
-
-def _verify(op, variant, out, ref, dtype):
-    if dtype == np.uint8:  # rounded half up from float32: within half a level of the float64 value (and a hair)
-        err, tol = float(cupy.abs(out.astype(np.float64) - ref).max()), 0.5 + 1e-3
-    else:
-        err, tol = _check.relative_error(out, ref), _check.tolerance(dtype, 4)
-    if not err <= tol:
-        raise _check.CheckError(f"cudakit.{op} (variant {variant!r}, {np.dtype(dtype)}): error {err:.3e} against "
-                                f"the float64 reference exceeds {tol:.1e}")

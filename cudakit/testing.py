@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._check import narrowed
+
 BFLOAT16_NAN_BITS = 0x7FC0  # a quiet NaN: sign 0, exponent all ones, the top mantissa bit set
 
 
@@ -15,9 +17,7 @@ def random_array(shape, dtype, order="C"):
 
     dtype = np.dtype(dtype)
     if dtype.name == "bfloat16":
-        bits = (cupy.random.random_sample(shape, dtype=np.float32) + np.float32(0.5)).view(np.uint32)
-        rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
-        x = rounded.astype(np.uint16).view(dtype)  # (finite inputs: no NaN to keep quiet)
+        x = narrowed(cupy.random.random_sample(shape, dtype=np.float32) + np.float32(0.5), dtype)  # (no NaN)
     elif dtype.kind == "f":
         base = np.float64 if dtype.itemsize == 8 else np.float32
         x = (cupy.random.random_sample(shape, dtype=base) + base(0.5)).astype(dtype, copy=False)

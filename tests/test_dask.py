@@ -116,10 +116,6 @@ def unit_roundoff(dtype) -> float:
     return 2.0**-11 if dtype.name == "float16" else 2.0**-8  # half the gap above 1: 11 and 8 significant bits
 
 
-def relative_error(got, ref) -> float:
-    return float(np.linalg.norm((np.asarray(got, np.float64) - ref).ravel()) / np.linalg.norm(ref.ravel()))
-
-
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_graphs_sum_many_blocks(numpy_ops, dtype):
     """16-bit products with the contracted axis in 8 blocks: the tree of sums widens each partial once, sums in
@@ -132,13 +128,13 @@ def test_half_graphs_sum_many_blocks(numpy_ops, dtype):
     bound = _check.tolerance(dt, 80) + unit_roundoff(dt)  # the one-block bound, plus each partial's rounding
     C = ck_dask.matmul(da.from_array(a, chunks=(3, 10)), da.from_array(b, chunks=(10, 4))).compute()
     assert C.dtype == dt and C.shape == (6, 4)
-    assert relative_error(C, a64 @ b64) <= bound
+    assert _check.relative_error(C, a64 @ b64) <= bound
     y = ck_dask.matvec(da.from_array(a, chunks=(6, 10)), da.from_array(b[:, 0], chunks=10)).compute()
     assert y.dtype == dt and y.shape == (6,)
-    assert relative_error(y, a64 @ b64[:, 0]) <= bound
+    assert _check.relative_error(y, a64 @ b64[:, 0]) <= bound
     d = ck_dask.dot(da.from_array(a[0], chunks=10), da.from_array(b[:, 1], chunks=10)).compute()
     assert d.dtype == dt and d.shape == ()
-    assert relative_error(d, np.asarray(a64[0] @ b64[:, 1])) <= bound
+    assert _check.relative_error(d, np.asarray(a64[0] @ b64[:, 1])) <= bound
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -239,7 +235,7 @@ def test_resize_and_letterbox_chunks(numpy_ops):
     batch, boxes_map = ck_dask.letterbox(frames, (64, 64), dtype=np.float16)
     assert batch.chunks == ((4, 4, 2), (3,), (64,), (64,)) and batch.dtype == np.float16
     g = ck_dask._resize.geometry(60, 80, 64, 64)
-    want = np.broadcast_to(ck_dask._resize.boxes_map_row(g), (10, 3, 2))
+    want = np.broadcast_to(g.map_rows, (10, 3, 2))
     np.testing.assert_array_equal(boxes_map.array.compute(), want)
     nhwc, _ = ck_dask.letterbox(frames, (64, 48), layout="NHWC")
     assert nhwc.chunks == ((4, 4, 2), (64,), (48,), (3,))

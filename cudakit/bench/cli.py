@@ -156,7 +156,8 @@ def dask_lesson(args, console) -> None:
                 results = json.load(f)
                 table = dask_table(results)
             except (ValueError, KeyError, TypeError):
-                raise BenchError(f"bench.py --dask --load: {args.load} is not a file written by --dask --json") from None
+                raise BenchError(f"bench.py --dask --load: {args.load} is not a file written by --dask --json") \
+                    from None
     else:
         results = measure_dask(args, console)
         table = dask_table(results)

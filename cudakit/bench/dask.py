@@ -36,21 +36,6 @@ class Case:
 
 
 # ---------------------------------------------------------------------------------------------------- operands
-def _random_block(dtype_, block_info=None):
-    from cudakit.testing import random_array
-
-    return random_array(block_info[None]["chunk-shape"], dtype_)
-
-
-def random_dask(shape, chunks, dtype):
-    """A Dask array of fresh random CuPy blocks, each made on the worker that holds it."""
-    import cupy
-    import dask.array as da
-
-    return da.map_blocks(_random_block, chunks=da.core.normalize_chunks(chunks, shape), dtype=dtype,
-                         meta=cupy.empty((0,) * len(shape), dtype), dtype_=np.dtype(dtype))
-
-
 def random_bytes(shape):
     """Random uint8 frames, drawn a few frames at a time (the draw takes 4 bytes an element)."""
     import cupy
@@ -108,11 +93,6 @@ def cases(scale: float) -> list[Case]:
     return found
 
 
-
-def _made(inputs: dict, make) -> dict:
-    return {name: make(shape, dtype) for name, (shape, _, dtype) in inputs.items()}
-
-
 def _device_array(shape, dtype):
     from cudakit.testing import random_array
 
@@ -127,7 +107,7 @@ def single_gpu_seconds(index: int, scale: float, row_s: float) -> float:
     from .timing import Budget, measure
 
     case = cases(scale)[index]
-    arrays = _made(case.inputs(), _device_array)
+    arrays = {name: _device_array(shape, dtype) for name, (shape, _, dtype) in case.inputs().items()}
     budget = Budget()
     budget.row_s, budget.min_runs = row_s, 3
     stats, _ = measure(lambda k: case.call(**arrays), budget, busy=False)
@@ -249,11 +229,12 @@ def block_move_seconds(client, nbytes: int = 1 << 28) -> float | None:
     workers = sorted(client.scheduler_info()["workers"])
     if len(workers) < 2:
         return None
+    draw = functools.partial(_device_array, dtype=np.float32)
     spans = {}
     for where in (workers[:1], workers[1:2]):
         runs = []
         for rep in range(4):
-            block = client.persist(random_dask((nbytes // 4,), (nbytes // 4,), np.float32), workers=workers[:1])
+            block = client.persist(placed(client, (nbytes // 4,), (nbytes // 4,), np.float32, draw))  # on workers[0]
             wait(block)
             client.run(_synchronize)  # (the block's random draw done before either read)
             t0 = time.perf_counter()
@@ -269,12 +250,6 @@ def block_move_seconds(client, nbytes: int = 1 << 28) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------------------- answers
-def relative_error(got, ref) -> float:
-    """||got - ref|| / ||ref|| in float64, for NumPy or CuPy arrays alike."""
-    diff = got.astype(np.float64) - ref
-    return float((diff * diff).sum() ** 0.5 / (ref * ref).sum() ** 0.5)
-
-
 def sampled_error(compute, A, B, C, samples: int = 2) -> dict:
     """C = A @ B checked on `samples` of its blocks, spread over rows and columns: each against the float64 product
     of the same row of A's blocks and column of B's (dask.array's own matmul, on the workers). compute: a list of
@@ -287,7 +262,7 @@ def sampled_error(compute, A, B, C, samples: int = 2) -> dict:
     for i, j in picks:
         ref = A.blocks[i, :].astype(np.float64) @ B.blocks[:, j].astype(np.float64)
         got, ref = compute([C.blocks[i, j], ref])
-        errors.append(relative_error(got, ref))
+        errors.append(_check.relative_error(got, ref))
     return {"error": max(errors), "bound": _check.tolerance(np.dtype(A.dtype), A.shape[1]), "blocks": picks}
 
 
