@@ -148,7 +148,7 @@ def stream_lesson(args, console) -> None:
 
 def dask_lesson(args, console) -> None:
     """--dask: the ops on a LocalCUDACluster of 1 worker and of N, beside one GPU without Dask (--load: redraw)."""
-    from .dask import answer_lines, dask_table
+    from .dask import answer_lines, dask_table, task_lines
 
     if args.load:
         with open(args.load) as f:
@@ -162,7 +162,7 @@ def dask_lesson(args, console) -> None:
         results = measure_dask(args, console)
         table = dask_table(results)
     console.print(table)
-    for line in answer_lines(results):
+    for line in task_lines(results) + answer_lines(results):
         console.print(line)
     if args.json and not args.load:
         with open(args.json, "w") as f:

@@ -153,39 +153,56 @@ def persisted_inputs(client, case: Case) -> dict:
 
 
 def graph_floor(client, repeats: int) -> float:
-    """Wall seconds of the smallest graph a run can be: one no-op task per worker, persisted, waited for and
-    synchronised as time_graph does (Dask's own latency, under every row)."""
+    """Wall seconds of the smallest graph a run can be: one no-op task per worker, persisted and waited for as
+    time_graph does (Dask's own latency, under every row)."""
     import dask.array as da
 
     count = len(client.scheduler_info()["workers"])
     empty = placed(client, (count,), (1,), np.float32, functools.partial(_device_array, dtype=np.float32))
     inputs = {"empty": client.persist(empty)}
-    return float(np.median(time_graph(client, da.map_blocks(_same, inputs["empty"]), inputs, repeats)))
+    return float(np.median(time_graph(client, da.map_blocks(_same, inputs["empty"]), inputs, repeats)[0]))
 
 
 def _same(x):
     return x
 
 
-def time_graph(client, graph, inputs: dict, repeats: int) -> list[float]:
-    """Wall seconds from persisting `graph` until every result block is in place on the workers, `repeats` times
-    after a warm-up (the kernels compile in every worker). Each run's results are released, and gone from the
-    workers, before the next persists the same graph, so every run computes it anew."""
-    from distributed import futures_of, wait
+def time_graph(client, graph, inputs: dict, repeats: int) -> tuple[list[float], dict]:
+    """Wall seconds from persisting `graph` until every result block is in place on the workers (and every worker's
+    GPU idle: SynchronizeWhenIdle), `repeats` times after a warm-up (the kernels compile in every worker). Each run's
+    results are released, and gone from the workers, before the next persists the same graph, so every run computes
+    it anew. Also returns the last run's tasks per worker: their count and when the first began and the last ended
+    (seconds from the persist), from the scheduler's task stream."""
+    from distributed import futures_of, get_task_stream, wait
 
     graphs = graph if isinstance(graph, list) else [graph]
     seconds = []
     for rep in range(repeats + 1):
-        t0 = time.perf_counter()
-        done = client.persist(graphs)
-        wait(done)
-        client.run(_synchronize)  # a task ends when its kernels are queued: the run ends when they have run
-        if rep:
-            seconds.append(time.perf_counter() - t0)
+        with get_task_stream(client) as stream:
+            start = time.time()
+            t0 = time.perf_counter()
+            done = client.persist(graphs)
+            wait(done)
+            if rep:
+                seconds.append(time.perf_counter() - t0)
         keys = {f.key for f in futures_of(done)}
         del done
         settle(client, keys)
-    return seconds
+    return seconds, task_spans(stream.data, start)
+
+
+def task_spans(tasks: list[dict], start: float) -> dict:
+    """{worker: [tasks, first start, last stop]}, times in seconds from `start` (the scheduler's task stream)."""
+    spans = {}
+    for task in tasks:
+        compute = [s for s in task["startstops"] if s["action"] == "compute"]
+        if not compute:
+            continue
+        span = spans.setdefault(task["worker"], [0, math.inf, -math.inf])
+        span[0] += 1
+        span[1] = min(span[1], compute[0]["start"] - start)
+        span[2] = max(span[2], compute[-1]["stop"] - start)
+    return spans
 
 
 def settle(client, keys: set, timeout: float = 30.0) -> None:
@@ -295,7 +312,6 @@ def matvec_past_one_gpu(client, gpu_bytes: int, workers: int) -> dict | None:
     t0 = time.perf_counter()
     y = client.persist(cudakit.matvec(A, x))
     wait(y)
-    client.run(_synchronize)
     seconds = time.perf_counter() - t0
     ref = da.blockwise(_reference_block, "i", A, "ij", x, "j", dtype=np.float64, concatenate=True,
                        meta=cupy.empty((0,), np.float64))
@@ -313,9 +329,13 @@ def start_cluster(workers: int, protocol: str):
     from dask_cuda import LocalCUDACluster
     from distributed import Client
 
+    from ._dask_plugin import SynchronizeWhenIdle
+
     kwargs = {"enable_nvlink": True} if protocol == "ucx" else {}
     cluster = LocalCUDACluster(n_workers=workers, protocol=protocol, **kwargs)
-    return cluster, Client(cluster)
+    client = Client(cluster)
+    client.register_plugin(SynchronizeWhenIdle())  # (a module of its own: it needs distributed when imported)
+    return cluster, client
 
 
 def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
@@ -346,8 +366,9 @@ def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
                     rows[i]["single_s"] = client.submit(single_gpu_seconds, i, scale, row_s, pure=False).result()
                 inputs = persisted_inputs(client, case)
                 before = sent_bytes(client)
-                seconds = time_graph(client, case.call(**inputs), inputs, repeats)
+                seconds, spans = time_graph(client, case.call(**inputs), inputs, repeats)
                 rows[i][f"dask{count}_s"] = float(np.median(seconds))
+                rows[i][f"dask{count}_tasks"] = spans
                 rows[i][f"dask{count}_samples"] = seconds
                 rows[i][f"dask{count}_sent_per_run"] = (sent_bytes(client) - before) / (repeats + 1)
                 if case.sampled_check and count == workers:
@@ -374,7 +395,7 @@ def dask_table(results: dict):
     caption = (f"transport {results['protocol']}; moving a 256 MiB block between two workers: "
                + (f"{move * 1e3:.1f} ms ({(1 << 28) / move / 1e9:.1f} GB/s)" if move
                   else "(one worker)" if n == 1 else "(below the noise of the two reads)")
-               + f"; Dask's floor (a no-op task per worker, persisted, waited for, synchronised): "
+               + f"; Dask's floor (a no-op task per worker, persisted and waited for): "
                f"{_ms(results.get('floor1_s'))} on 1 worker, {_ms(results.get(f'floor{n}_s'))} on {n}")
     table = Table(title=f"cudakit on Dask: 1 worker and {n} (one GPU each), against one GPU without Dask",
                   caption=caption)
@@ -394,6 +415,19 @@ def dask_table(results: dict):
 
 def _ms(s) -> str:
     return f"{s * 1e3:.1f} ms" if s else "-"
+
+
+def task_lines(results: dict) -> list[str]:
+    """Where each row's last run on N workers spent its time: per worker, its tasks and when the first began and the
+    last ended (the scheduler's task stream; a run's wall time also holds the last synchronisation and the reply)."""
+    n = results["workers"]
+    lines = []
+    for r in results["rows"]:
+        spans = r.get(f"dask{n}_tasks")
+        if spans:
+            parts = [f"{count} tasks {first * 1e3:.1f}-{last * 1e3:.1f} ms" for count, first, last in spans.values()]
+            lines.append(f"{r['op']} {r['case']}, last run on {n} workers: " + "; ".join(parts))
+    return lines
 
 
 def answer_lines(results: dict) -> list[str]:
