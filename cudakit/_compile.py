@@ -221,6 +221,24 @@ _per_thread = threading.local()
 # Bound once: a small op's host time is mostly launch(), and each attribute lookup is a share of it.
 _ndarray = cupy.ndarray
 _launch_kernel = cupy.cuda.driver.launchKernel
+INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
+
+
+def _launch_in_context(*args) -> None:
+    """cuLaunchKernel(*args) in the current device's primary context. A thread whose first CUDA call is this launch
+    (a thread pool's, say) has no current context yet, where CuPy's own calls would have made one current: it is
+    made current then, and the launch repeated."""
+    try:
+        _launch_kernel(*args)
+    except cupy.cuda.driver.CUDADriverError as error:
+        if error.status != INVALID_CONTEXT:
+            raise
+        _make_context_current()
+        _launch_kernel(*args)
+
+
+def _make_context_current() -> None:
+    cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
 
 
 def resident_blocks(fn, threads: int, shared_mem: int = 0) -> int:
@@ -326,9 +344,9 @@ def launch(fn, grid, block, args, shared_mem: int = 0, cluster=None) -> None:
     except ValueError:
         raise ValueError(f"cudakit: a launch takes at most {MAX_PARAMETERS} arguments, got {n}") from None
     g, b = len(grid), len(block)
-    _launch_kernel(state.function, grid[0], grid[1] if g > 1 else 1, grid[2] if g > 2 else 1,
-                   block[0], block[1] if b > 1 else 1, block[2] if b > 2 else 1,
-                   shared_mem, current_stream().ptr, addresses, 0)
+    _launch_in_context(state.function, grid[0], grid[1] if g > 1 else 1, grid[2] if g > 2 else 1,
+                       block[0], block[1] if b > 1 else 1, block[2] if b > 2 else 1,
+                       shared_mem, current_stream().ptr, addresses, 0)
 
 
 class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: an id, then a 64-byte union at offset 8
@@ -366,12 +384,15 @@ def _launch_ex(function: int, grid, block, args, shared_mem: int, cluster) -> No
     dims = [tuple(d) + (1,) * (3 - len(d)) for d in (grid, block)]
     stream = current_stream().ptr
     if cluster is None:
-        _launch_kernel(function, *dims[0], *dims[1], shared_mem, stream, ctypes.addressof(addresses), 0)
+        _launch_in_context(function, *dims[0], *dims[1], shared_mem, stream, ctypes.addressof(addresses), 0)
         return
     attribute = _LaunchAttribute(id=CLUSTER_DIMENSION)
     attribute.value[:3] = tuple(cluster) + (1,) * (3 - len(cluster))
     config = _LaunchConfig((ctypes.c_uint * 3)(*dims[0]), (ctypes.c_uint * 3)(*dims[1]), shared_mem, stream,
                            ctypes.pointer(attribute), 1)
     result = _driver().cuLaunchKernelEx(ctypes.byref(config), ctypes.c_void_p(function), addresses, None)
+    if result == INVALID_CONTEXT:  # (as in _launch_in_context)
+        _make_context_current()
+        result = _driver().cuLaunchKernelEx(ctypes.byref(config), ctypes.c_void_p(function), addresses, None)
     if result != 0:
         raise RuntimeError(f"cudakit: cuLaunchKernelEx failed with CUresult {result}")

@@ -1,4 +1,5 @@
-"""GPU-less: _compile.launch hands cuLaunchKernel the right parameter block (driver call captured, not made).
+"""_compile.launch: the parameter block it hands cuLaunchKernel (GPU-less, the driver call captured, not made), and
+a launch from a thread that has no CUDA context yet (GPU).
 
 The GPU suite runs every kernel through the same launch; this pins down the byte layout the driver reads.
 """
@@ -138,3 +139,44 @@ def test_a_cubin_for_a_named_arch_is_built_once_and_kept_on_disk(tmp_path, monke
 
     monkeypatch.setattr(nvrtc, "createProgram", lambda *a: pytest.fail("compiled again"))
     assert _compile._build_cubin("dot", expressions, "sm_90a") == (path, lowered)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["matmul", "matmul_float16", "matvec", "transpose", "dot"])
+def test_an_op_runs_in_a_fresh_thread(op):
+    """A thread whose first CUDA call is cudakit's launch (a thread pool's, as Dask's threaded scheduler runs
+    tasks) has no current context until CuPy makes one: the launch makes it, and the result is right. out= is
+    given, so that no allocation makes the context current first."""
+    import threading
+
+    import cupy
+
+    import cudakit
+    from conftest import assert_close, poisoned, random_array
+
+    dtype = np.float16 if op.endswith("float16") else np.float32
+    A, B, x = random_array((96, 80), dtype), random_array((80, 72), dtype), random_array((80,), dtype)
+    call, ref, k = {
+        "matmul": (lambda out: cudakit.matmul(A, B, out=out), A.astype(np.float64) @ B.astype(np.float64), 80),
+        "matmul_float16": (lambda out: cudakit.matmul(A, B, out=out), A.astype(np.float64) @ B.astype(np.float64), 80),
+        "matvec": (lambda out: cudakit.matvec(A, x, out=out), A.astype(np.float64) @ x.astype(np.float64), 80),
+        "transpose": (lambda out: cudakit.transpose(A, out=out), A.T.astype(np.float64), 1),
+        "dot": (lambda out: cudakit.dot(x, x, out=out), x.astype(np.float64) @ x.astype(np.float64), 80),
+    }[op]
+    cudakit.matmul(A, B), cudakit.matvec(A, x), cudakit.transpose(A), cudakit.dot(x, x)  # compiled in this thread
+    out = poisoned(ref.shape, dtype)
+    cupy.cuda.get_current_stream().synchronize()
+    errors = []
+
+    def worker():
+        try:
+            call(out)
+            cupy.cuda.get_current_stream().synchronize()
+        except Exception as error:  # (reported in the main thread)
+            errors.append(error)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert not errors, errors
+    assert_close(out, ref, np.dtype(dtype), k, f"{op} in a fresh thread")

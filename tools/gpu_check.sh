@@ -12,7 +12,8 @@
 #                                      cold start of a new process, twice (compile, then the disk caches)
 # The side-by-side run shards the suite, a process per test file and per architecture of the compile check (the
 # time is mostly NVRTC on the host, not the GPU); every shard's summary line is in pytest.log, with a total at the end.
-#   bash tools/gpu_check.sh dask       python bench.py --dask --protocol ucx (a LocalCUDACluster of 1 worker and of every GPU)
+#   bash tools/gpu_check.sh dask       tests/test_dask.py, then python bench.py --dask --protocol ucx (a LocalCUDACluster
+#                                      of 1 worker and of every GPU); PROTOCOL=tcp for TCP
 # Dask is not installed on the GPU machine: carry .whl (tools/dask_wheels.sh) and it is installed first.
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
@@ -70,7 +71,9 @@ EOF
 }
 
 dask_bench() {
-  COLUMNS=240 timeout 560 python3 bench.py --dask --protocol ucx --json $OUT/dask.json > $OUT/dask.txt 2>&1
+  timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/test_dask.py > $OUT/pytest_dask.log 2>&1
+  echo "test_dask: exit $? :: $(tail -1 $OUT/pytest_dask.log)"
+  COLUMNS=240 timeout 420 python3 bench.py --dask --protocol ${PROTOCOL:-ucx} --json $OUT/dask.json > $OUT/dask.txt 2>&1
   echo "bench --dask: exit $? :: $(tail -4 $OUT/dask.txt | tr '\n' ' ')"
 }
 
