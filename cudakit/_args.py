@@ -16,9 +16,18 @@ HALVES = ("float16", "bfloat16")
 FLOATS_AND_HALVES = FLOATS + HALVES
 
 
+_NAMES: dict = {}
+
+
 def dtype_name(dtype) -> str:
-    """The name of a dtype, or the name itself: "bfloat16" needs no ml_dtypes."""
-    return dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    """The name of a dtype, or the name itself: "bfloat16" needs no ml_dtypes. (NumPy builds a dtype's name on
+    every access: a call path that asks each time reads it from here.)"""
+    name = _NAMES.get(dtype)
+    if name is None:
+        name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+        if not isinstance(dtype, str):
+            _NAMES[dtype] = name
+    return name
 
 
 def supported_names(allowed) -> str:

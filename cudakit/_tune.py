@@ -40,7 +40,14 @@ class Tile:
     warp_tiled: bool = True
     ksplit: int = 1  # simt: groups of threads sharing each slice's depth (sliced k)
 
-    @property
+    def __hash__(self) -> int:  # (a tile keys the planners' caches on every call: hashed once)
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
+
+    @functools.cached_property
     def name(self) -> str:
         body = f"{self.kind}_{self.bm}x{self.bn}x{self.bk}"
         if self.kind == "simt":
@@ -50,7 +57,7 @@ class Tile:
             body += f"_w{self.wm}x{self.wn}"
         return body + f"_s{self.stages}_b{self.min_blocks}"
 
-    @property
+    @functools.cached_property
     def threads(self) -> int:
         if self.kind == "simt":
             return self.bm * self.bn // (self.tm * self.tn) * self.ksplit

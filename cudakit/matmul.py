@@ -373,33 +373,64 @@ def _dmma_takes(m: int, n: int, k: int, device_id: int) -> bool:
             and _compute_capability(device_id) >= 80)
 
 
+ROUTES_KEPT = 4096  # the fast variant's routes remembered; past this the memory starts over
+_routes: dict = {}
+
+
 def _run_fast(A, B, out):
+    """The fast variant: the route for this geometry (shapes, strides, dtype, device, 16-byte alignment of each
+    pointer, the tuned tiles) is planned once and remembered, so that a repeated small product costs little more
+    host time than its launch."""
+    dtype, device_id = out.dtype, out.data.device_id
+    key = (A.shape, A.strides, B.shape, B.strides, dtype, device_id, A.data.ptr & 15, B.data.ptr & 15,
+           out.data.ptr & 15, _tune.tiles(device_id, dtype) if dtype in BLOCKTILE_2D else None)
+    route = _routes.get(key)
+    if route is None:
+        if len(_routes) >= ROUTES_KEPT:
+            _routes.clear()
+        route = _routes[key] = _route(A, B, out)
+    route(A, B, out)
+
+
+def _route(A, B, out):
+    """The fast variant's launcher for A, B and out of this geometry: f(A, B, out)."""
     m, k = A.shape
     n = B.shape[1]
     if n == 1 or m == 1:  # a matrix-vector product: the matvec kernels read the matrix once, at memory speed
-        vector = _args.contiguous_or_copy(B[:, 0] if n == 1 else A[0, :])
-        matrix = _args.contiguous_or_copy(A if n == 1 else B.T)
-        matvec_module.run_fast(matrix, vector, out.reshape(-1))
-        return
+        return _matvec_product
     long_op, line_axis = (A, 0) if n <= m else (B, 1)
     lines_along_k = long_op.strides[1 - line_axis] == out.itemsize and long_op.strides[line_axis] != out.itemsize
     skinny = skinny_plan(m, k, n, out.itemsize, lines_along_k)
     if skinny:
-        run_skinny(A, B, out, *skinny)
-        return
+        return functools.partial(run_skinny, width=skinny[0], shared=skinny[1])
     device_id = out.data.device_id
     dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id)) if max(m, n) <= DOTS_MAX_SIDE else None
     if dots:
-        run_dots(A, B, out, *dots)
-        return
+        return functools.partial(run_dots, runs=dots[0], run=dots[1])
     if out.dtype == F64 and _dmma_takes(m, n, k, device_id):
-        _dmma.run(A, B, out)
-        return
+        return _dmma_product
     tile, splits, depth = plan(device_id, out.dtype, m, n, k)
     if splits > 1:
-        run_split_k(tile, A, B, out, splits, depth)
-    else:
-        run_fast_tile(tile, A, B, out)
+        return lambda A, B, out: run_split_k(tile, A, B, out, splits, depth)
+    if min(m, n) < PAD_MIN_DIM and _layout(A, 0)[0] is A and _layout(B, 1)[0] is B:
+        launches = tile_launches(tile, A, B, out, split=True)
+        fn, grid, block, args, shared = launches[0]
+        stream_k_blocks = args[10]  # (their workspace's addresses follow the stream: such launches are made anew)
+        if len(launches) == 1 and args[:3] == (A.data.ptr, B.data.ptr, out.data.ptr) and not stream_k_blocks:
+            rest = args[3:]
+            return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
+    return lambda A, B, out: run_fast_tile(tile, A, B, out)
+
+
+def _matvec_product(A, B, out):
+    n = B.shape[1]
+    vector = _args.contiguous_or_copy(B[:, 0] if n == 1 else A[0, :])
+    matrix = _args.contiguous_or_copy(A if n == 1 else B.T)
+    matvec_module.run_fast(matrix, vector, out.reshape(-1))
+
+
+def _dmma_product(A, B, out):
+    _dmma.run(A, B, out)
 
 
 VARIANTS = register(FAMILY, [
@@ -456,7 +487,7 @@ _compute_capability = functools.lru_cache(maxsize=None)(_tune.compute_capability
 
 def check_takes(row: Variant, dtype, tf32: bool) -> None:
     """TypeError where variant `row` does not take `dtype` (with or without TF32); no GPU needed."""
-    if dtype.name not in row.dtypes or (tf32 and not row.tensor_core and row.name != "fast"):
+    if _args.dtype_name(dtype) not in row.dtypes or (tf32 and not row.tensor_core and row.name != "fast"):
         takes = ", ".join(row.dtypes) + (" (float32 as TF32)" if row.tensor_core else "")
         raise TypeError(f"cudakit.matmul: variant {row.name!r} takes {takes}; got {dtype}"
                         f"{' with TF32' if tf32 else ''}")
@@ -467,15 +498,15 @@ def check_takes(row: Variant, dtype, tf32: bool) -> None:
 def _runner(row: Variant, dtype, tf32: bool, device_id: int):
     """The 2-D launcher of `row` for this dtype, or a clear error before any launch."""
     check_takes(row, dtype, tf32)
-    tensor_core = row.tensor_core
-    if not (row.min_cc or tensor_core or tf32 or dtype.name in HALVES):  # FP32/FP64 SIMT: any GPU, no lookups
+    name = _args.dtype_name(dtype)
+    if not (row.min_cc or row.tensor_core or tf32 or name in HALVES):  # FP32/FP64 SIMT: any GPU, no lookups
         return row.run
     cc = _compute_capability(device_id)
-    if cc < row.min_cc or ((tf32 or dtype.name == "bfloat16") and cc < 80):
-        need = max(row.min_cc, 80 if tf32 or dtype.name == "bfloat16" else 0)
+    if cc < row.min_cc or ((tf32 or name == "bfloat16") and cc < 80):
+        need = max(row.min_cc, 80 if tf32 or name == "bfloat16" else 0)
         raise ValueError(f"cudakit.matmul: variant {row.name!r} with {dtype}{' (TF32)' if tf32 else ''} needs "
                          f"compute capability {need // 10}.{need % 10}; this GPU has {cc // 10}.{cc % 10}")
-    if row.name == "fast" and (tf32 or dtype.name in HALVES):
+    if row.name == "fast" and (tf32 or name in HALVES):
         return _run_fast_tensor_core
     return row.run
 
@@ -504,7 +535,7 @@ def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None, 
     batch, m, k, n, shape = _nd.matmul_shapes("matmul", A.shape, B.shape)
     dtype, device_id = _args.common("matmul", {"A": A, "B": B}, allowed=_args.FLOATS + _args.HALVES)
     tf32 = tf32_in_effect(tf32, dtype)
-    row = lookup("matmul", variant)
+    row = lookup(FAMILY, variant)
     with _args.on_device(device_id):
         run = _runner(row, dtype, tf32, device_id)
         out = _args.output("matmul", out, shape, dtype, device_id, {"A": A, "B": B})
@@ -513,6 +544,9 @@ def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None, 
         if k == 0:
             out.fill(0)
             return out
+        if A.ndim == 2 and B.ndim == 2:  # (the usual call: no views to make)
+            run(A, B, out)
+            return _checked(out, A, B, variant, dtype, k, tf32, check)
         a = A[None, :] if A.ndim == 1 else A
         b = B[:, None] if B.ndim == 1 else B
         c = out if out.shape == batch + (m, n) else out.reshape(batch + (m, n))
@@ -524,8 +558,12 @@ def matmul(A, B, *, out=None, variant: str = "fast", check: bool | None = None, 
             a, b = cupy.broadcast_to(a, batch + (m, k)), cupy.broadcast_to(b, batch + (k, n))
             for idx in np.ndindex(*batch):
                 run(a[idx], b[idx], c[idx])
-        if _check.enabled(check):
-            _check.verify("matmul", variant, out, A, B, dtype, k, tf32=tf32)
+        return _checked(out, A, B, variant, dtype, k, tf32, check)
+
+
+def _checked(out, A, B, variant: str, dtype, k: int, tf32: bool, check):
+    if _check.enabled(check):
+        _check.verify("matmul", variant, out, A, B, dtype, k, tf32=tf32)
     return out
 
 

@@ -485,3 +485,21 @@ def test_float64_products_that_fill_the_gpu_take_the_pipelined_dmma_kernel(order
     out = cudakit.matmul(A, B, out=poisoned((m, n), np.float64))
     assert taken == [(m, k)]
     assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.float64, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_remembered_route_follows_each_calls_operands(dtype):
+    """The fast variant remembers its route per geometry: repeated calls on fresh operands, the same shapes and
+    strides at a misaligned address (another route), and on another stream, each give their own right answer."""
+    import cupy
+
+    m, k, n = 96, 200, 72
+    for offset in (0, 1, 0, 1, 0):  # (1: the same strides, the pointers 4 or 8 bytes past a 16-byte boundary)
+        A = random_array((m, k + 8), dtype)[:, offset:offset + k]  # (rows 16-byte multiples: vector loads where
+        B = random_array((k, n + 8), dtype)[:, offset:offset + n]  # the pointers are aligned)
+        out = poisoned((m, n), dtype)
+        with cupy.cuda.Stream() if offset else cupy.cuda.Stream.null:
+            cudakit.matmul(A, B, out=out)
+            cupy.cuda.get_current_stream().synchronize()
+        assert_close(out, A.astype(np.float64) @ B.astype(np.float64), dtype, k, f"offset {offset}")
