@@ -397,7 +397,7 @@ def _route(A, B, out):
     m, k = A.shape
     n = B.shape[1]
     if n == 1 or m == 1:  # a matrix-vector product: the matvec kernels read the matrix once, at memory speed
-        return _matvec_product
+        return _matvec_route(A, B, out)
     long_op, line_axis = (A, 0) if n <= m else (B, 1)
     lines_along_k = long_op.strides[1 - line_axis] == out.itemsize and long_op.strides[line_axis] != out.itemsize
     skinny = skinny_plan(m, k, n, out.itemsize, lines_along_k)
@@ -420,6 +420,24 @@ def _route(A, B, out):
             rest = args[3:]
             return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
     return lambda A, B, out: run_fast_tile(tile, A, B, out)
+
+
+def _matvec_route(A, B, out):
+    """n = 1: A times B's column; m = 1: B.T times A's row. Where both are read in place and the plan needs no
+    workspace, the launch is kept but for the addresses (the matrix's, the vector's, out's twice)."""
+    n = B.shape[1]
+    matrix, vector = (A, B[:, 0]) if n == 1 else (B.T, A[0, :])
+    if _args.contiguous_or_copy(matrix) is matrix and _args.contiguous_or_copy(vector) is vector:
+        p = matvec_module.plan(matrix, vector)
+        if p.chunks == 1:
+            fn, grid, block, args = matvec_module.launch_arguments(matrix, vector, out.reshape(-1), p)
+            middle, rest = args[2:5], args[7:]
+            if n == 1:
+                return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr) + middle
+                                                + (out.data.ptr, out.data.ptr) + rest)
+            return lambda A, B, out: launch(fn, grid, block, (B.data.ptr, A.data.ptr) + middle
+                                            + (out.data.ptr, out.data.ptr) + rest)
+    return _matvec_product
 
 
 def _matvec_product(A, B, out):

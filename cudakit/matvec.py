@@ -168,6 +168,13 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
 
 def _run_plan(A, x, out, p: Plan, x_rows: int = 1, x_step: int = 0):
     """x_rows, x_step (row-major A only): row r of A takes the x that starts (r // x_rows) * x_step elements on."""
+    launch(*launch_arguments(A, x, out, p, x_rows, x_step))
+
+
+def launch_arguments(A, x, out, p: Plan, x_rows: int = 1, x_step: int = 0) -> tuple:
+    """launch()'s arguments for plan p: (kernel, grid, block, (A, x, m, n, chunk, sums, out, counters[, x_rows,
+    x_step])), every address a Python int. sums is out itself where the plan has one chunk, else the stream's
+    workspace."""
     m, n = A.shape
     fn = _kernel(p.kernel, A.dtype)
     out_ptr = out.data.ptr
@@ -175,7 +182,7 @@ def _run_plan(A, x, out, p: Plan, x_rows: int = 1, x_step: int = 0):
     if p.chunks > 1:  # partial sums in the accumulator type (float for the 16-bit types)
         dst, count = workspace(p.chunks * m * max(4, A.itemsize), counters=p.tiles)
     args = (A.data.ptr, x.data.ptr, m, n, p.chunk, dst, out_ptr, count)
-    launch(fn, (p.grid, p.chunks), (FAST_THREADS,), args if _col_major(A) else args + (x_rows, x_step))
+    return fn, (p.grid, p.chunks), (FAST_THREADS,), args if _col_major(A) else args + (x_rows, x_step)
 
 
 def run_batched(A, x, out, batch: tuple) -> bool:
