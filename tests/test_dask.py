@@ -401,3 +401,18 @@ def test_gpu_resize_letterbox_unletterbox(cluster):
     boxes = random_array((10, 7, 4), np.float32) * 64
     back = cudakit.unletterbox_boxes(on_workers(boxes, (3, 7, 4)), boxes_map).compute()
     assert bool(cupy.array_equal(back, cudakit.unletterbox_boxes(boxes, want_map)))
+
+
+def test_bench_synchronises_a_worker_only_when_it_has_nothing_left():
+    """The bench's end of a run: a worker waits for its GPU only once no task is ready, running, waiting for data
+    or fetching it (waiting earlier would hold the event loop that receives the data)."""
+    pytest.importorskip("distributed")
+    from types import SimpleNamespace
+
+    from cudakit.bench._dask_plugin import SynchronizeWhenIdle
+
+    empty = dict(ready=[], constrained=[], executing=set(), long_running=set(), waiting=set(), fetch_count=0,
+                 in_flight_tasks=set())
+    assert SynchronizeWhenIdle.idle(SimpleNamespace(**empty))
+    for busy in ({"ready": [1]}, {"executing": {1}}, {"waiting": {1}}, {"fetch_count": 1}, {"in_flight_tasks": {1}}):
+        assert not SynchronizeWhenIdle.idle(SimpleNamespace(**{**empty, **busy})), busy

@@ -436,14 +436,15 @@ def _ms(s) -> str:
 
 
 def task_lines(results: dict) -> list[str]:
-    """Where each row's last run on N workers spent its time: per worker, its tasks and when the first began and the
-    last ended (the scheduler's task stream; a run's wall time also holds the last synchronisation and the reply)."""
+    """Where each row's last run on N workers spent its time: per worker, its tasks and the time from the first's
+    start to the last's end (the scheduler's task stream; a run's wall time also holds Dask's latency and the last
+    synchronisation)."""
     n = results["workers"]
     lines = []
     for r in results["rows"]:
         spans = r.get(f"dask{n}_tasks")
         if spans:
-            parts = [f"{count} tasks {first * 1e3:.1f}-{last * 1e3:.1f} ms" for count, first, last in spans.values()]
+            parts = [f"{count} tasks over {(last - first) * 1e3:.1f} ms" for count, first, last in spans.values()]
             lines.append(f"{r['op']} {r['case']}, last run on {n} workers: " + "; ".join(parts))
     return lines
 
