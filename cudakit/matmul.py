@@ -402,11 +402,13 @@ def _route(A, B, out):
     lines_along_k = long_op.strides[1 - line_axis] == out.itemsize and long_op.strides[line_axis] != out.itemsize
     skinny = skinny_plan(m, k, n, out.itemsize, lines_along_k)
     if skinny:
-        return functools.partial(run_skinny, width=skinny[0], shared=skinny[1])
+        width, shared = skinny
+        return lambda A, B, out: run_skinny(A, B, out, width, shared)
     device_id = out.data.device_id
     dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id)) if max(m, n) <= DOTS_MAX_SIDE else None
     if dots:
-        return functools.partial(run_dots, runs=dots[0], run=dots[1])
+        runs, run = dots
+        return lambda A, B, out: run_dots(A, B, out, runs, run)
     if out.dtype == F64 and _dmma_takes(m, n, k, device_id):
         return _dmma_product
     tile, splits, depth = plan(device_id, out.dtype, m, n, k)
@@ -423,21 +425,24 @@ def _route(A, B, out):
 
 
 def _matvec_route(A, B, out):
-    """n = 1: A times B's column; m = 1: B.T times A's row. Where both are read in place and the plan needs no
-    workspace, the launch is kept but for the addresses (the matrix's, the vector's, out's twice)."""
+    """n = 1: A times B's column; m = 1: B.T times A's row. Where both are read in place, the launch is kept but for
+    the addresses: the matrix's, the vector's, and out's (or, for a plan in chunks, the stream's workspace's)."""
     n = B.shape[1]
     matrix, vector = (A, B[:, 0]) if n == 1 else (B.T, A[0, :])
-    if _args.contiguous_or_copy(matrix) is matrix and _args.contiguous_or_copy(vector) is vector:
-        p = matvec_module.plan(matrix, vector)
-        if p.chunks == 1:
-            fn, grid, block, args = matvec_module.launch_arguments(matrix, vector, out.reshape(-1), p)
-            middle, rest = args[2:5], args[7:]
-            if n == 1:
-                return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr) + middle
-                                                + (out.data.ptr, out.data.ptr) + rest)
-            return lambda A, B, out: launch(fn, grid, block, (B.data.ptr, A.data.ptr) + middle
-                                            + (out.data.ptr, out.data.ptr) + rest)
-    return _matvec_product
+    if _args.contiguous_or_copy(matrix) is not matrix or _args.contiguous_or_copy(vector) is not vector:
+        return _matvec_product
+    p = matvec_module.plan(matrix, vector)
+    fn, grid, block, args = matvec_module.launch_arguments(matrix, vector, out.reshape(-1), p)
+    middle, rest = args[2:5], args[8:]
+    sums_bytes = p.chunks * matrix.shape[0] * max(4, matrix.itemsize)
+    matrix_first = n == 1
+
+    def route(A, B, out):
+        o = out.data.ptr
+        sums, counters = workspace(sums_bytes, counters=p.tiles) if p.chunks > 1 else (o, 0)
+        pointers = (A.data.ptr, B.data.ptr) if matrix_first else (B.data.ptr, A.data.ptr)
+        launch(fn, grid, block, pointers + middle + (sums, o, counters) + rest)
+    return route
 
 
 def _matvec_product(A, B, out):

@@ -273,7 +273,7 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
         if n == 0:
             _args.fill_zero(out)
             return out
-        if x.ndim == 1 and A.flags.c_contiguous:  # one x for every matrix: one tall matrix-vector product
+        if x.ndim == 1 and A.ndim > 2 and A.flags.c_contiguous:  # one x for every matrix: one tall product
             A = A.reshape(-1, n)
         if A.ndim == 2 and x.ndim == 1:
             A = _args.contiguous_or_copy(A)
