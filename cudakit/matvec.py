@@ -168,21 +168,22 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
 
 def _run_plan(A, x, out, p: Plan, x_rows: int = 1, x_step: int = 0):
     """x_rows, x_step (row-major A only): row r of A takes the x that starts (r // x_rows) * x_step elements on."""
-    launch(*launch_arguments(A, x, out, p, x_rows, x_step))
+    launcher(A, p, x_rows, x_step)(A.data.ptr, x.data.ptr, out.data.ptr)
 
 
-def launch_arguments(A, x, out, p: Plan, x_rows: int = 1, x_step: int = 0) -> tuple:
-    """launch()'s arguments for plan p: (kernel, grid, block, (A, x, m, n, chunk, sums, out, counters[, x_rows,
-    x_step])), every address a Python int. sums is out itself where the plan has one chunk, else the stream's
-    workspace."""
+def launcher(A, p: Plan, x_rows: int = 1, x_step: int = 0):
+    """f(A's address, x's address, out's address): plan p's launch for a matrix of A's shape, layout and dtype
+    (what matmul's one-row and one-column routes keep)."""
     m, n = A.shape
     fn = _kernel(p.kernel, A.dtype)
-    out_ptr = out.data.ptr
-    dst, count = out_ptr, 0  # launch() takes pointers and integers alike as Python ints: its quickest path
-    if p.chunks > 1:  # partial sums in the accumulator type (float for the 16-bit types)
-        dst, count = workspace(p.chunks * m * max(4, A.itemsize), counters=p.tiles)
-    args = (A.data.ptr, x.data.ptr, m, n, p.chunk, dst, out_ptr, count)
-    return fn, (p.grid, p.chunks), (FAST_THREADS,), args if _col_major(A) else args + (x_rows, x_step)
+    grid, chunk, tiles = (p.grid, p.chunks), p.chunk, p.tiles
+    tail = () if _col_major(A) else (x_rows, x_step)
+    sums_bytes = p.chunks * m * max(4, A.itemsize)  # partial sums in the accumulator type (float for 16-bit types)
+
+    def run(a_ptr: int, x_ptr: int, out_ptr: int) -> None:  # (Python ints: launch()'s quickest path)
+        sums, counters = workspace(sums_bytes, counters=tiles) if grid[1] > 1 else (out_ptr, 0)
+        launch(fn, grid, (FAST_THREADS,), (a_ptr, x_ptr, m, n, chunk, sums, out_ptr, counters) + tail)
+    return run
 
 
 def run_batched(A, x, out, batch: tuple) -> bool:
@@ -283,7 +284,8 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
         elif variant == "fast" and A.ndim == 2:  # one matrix, many vectors: X @ A.T (16-bit: on the tensor cores)
             xs = _args.c_contiguous(cupy.broadcast_to(x, batch + (n,))).reshape(-1, n)
             mm = importlib.import_module(__package__ + ".matmul")
-            (mm._run_fast if dtype in _args.FLOATS else mm._run_fast_tensor_core)(xs, A.T, out.reshape(-1, m))
+            (mm._matmul_routes.run_fast if dtype in _args.FLOATS else mm._run_fast_tensor_core)(
+                xs, A.T, out.reshape(-1, m))
         else:
             A, x = cupy.broadcast_to(A, batch + (m, n)), cupy.broadcast_to(x, batch + (n,))
             c = out.reshape(batch + (m,))

@@ -249,7 +249,7 @@ def test_import_cudakit_imports_no_dask():
 
 def test_bench_sampled_check_tells_right_from_wrong():
     """The bench's answer check of a chunked product: a few blocks of C against float64, right and wrong."""
-    from cudakit.bench.dask import sampled_error
+    from cudakit.bench.dask_answers import sampled_error
 
     def compute(xs):
         return list(dask.compute(*xs, scheduler="sync"))

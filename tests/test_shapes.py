@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cudakit
-from cudakit import _matmul_batch, _tune
+from cudakit import _matmul_batch, _matmul_routes, _tune
 from conftest import assert_close, poisoned, random_array
 
 mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
@@ -184,9 +184,9 @@ def test_skinny_products_take_the_skinny_kernel(dtype, mkn, monkeypatch):
     import cupy
 
     m, k, n = mkn
-    assert mm.skinny_plan(m, k, n, np.dtype(dtype).itemsize) is not None, mkn
+    assert _matmul_routes.skinny_plan(m, k, n, np.dtype(dtype).itemsize) is not None, mkn
     taken = []
-    monkeypatch.setattr(mm, "run_skinny", lambda *args, run=mm.run_skinny: taken.append(1) or run(*args))
+    monkeypatch.setattr(_matmul_routes, "run_skinny", lambda *args, run=_matmul_routes.run_skinny: taken.append(1) or run(*args))
     for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
         a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
         out = poisoned((m, n), dtype)
@@ -200,13 +200,13 @@ def test_skinny_products_take_the_skinny_kernel(dtype, mkn, monkeypatch):
 
 
 def test_skinny_plan_leaves_arithmetic_bound_products_to_the_tiles():
-    assert mm.skinny_plan(100_000, 8, 16, 4) == (16, 128 * 17 * 4)
-    assert mm.skinny_plan(100_000, 4096, 16, 4) is None  # long k: arithmetic-bound
-    assert mm.skinny_plan(100_000, 8, 33, 4) is None  # both sides past 32
-    assert mm.skinny_plan(1000, 8, 16, 4) is None  # too short to fill the GPU with lines
-    assert mm.skinny_plan(40_000, 278, 9, 8) == (16, 278 * 16 * 8)  # lines read across the threads: any k
-    assert mm.skinny_plan(40_000, 278, 9, 8, lines_along_k=True) is None  # 2 KB lines walked one per thread
-    assert mm.skinny_plan(32, 48, 100_000, 8) == (32, max(48 * 32, 128 * 33) * 8)
+    assert _matmul_routes.skinny_plan(100_000, 8, 16, 4) == (16, 128 * 17 * 4)
+    assert _matmul_routes.skinny_plan(100_000, 4096, 16, 4) is None  # long k: arithmetic-bound
+    assert _matmul_routes.skinny_plan(100_000, 8, 33, 4) is None  # both sides past 32
+    assert _matmul_routes.skinny_plan(1000, 8, 16, 4) is None  # too short to fill the GPU with lines
+    assert _matmul_routes.skinny_plan(40_000, 278, 9, 8) == (16, 278 * 16 * 8)  # lines read across the threads: any k
+    assert _matmul_routes.skinny_plan(40_000, 278, 9, 8, lines_along_k=True) is None  # 2 KB lines walked one per thread
+    assert _matmul_routes.skinny_plan(32, 48, 100_000, 8) == (32, max(48 * 32, 128 * 33) * 8)
 
 
 DOTS = [(8, 100_003, 13), (16, 70_001, 16), (2, 4096, 2), (3, 50_000, 9), (16, 4097, 5), (9, 300_000, 2)]
@@ -218,7 +218,7 @@ DOTS = [(8, 100_003, 13), (16, 70_001, 16), (2, 4096, 2), (3, 50_000, 9), (16, 4
 def test_tiny_c_with_long_k_takes_the_dots_kernel(dtype, mkn, monkeypatch):
     m, k, n = mkn
     taken = []
-    monkeypatch.setattr(mm, "run_dots", lambda *args, run=mm.run_dots: taken.append(args[3]) or run(*args))
+    monkeypatch.setattr(_matmul_routes, "run_dots", lambda *args, run=_matmul_routes.run_dots: taken.append(args[3]) or run(*args))
     for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
         a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
         out = poisoned((m, n), dtype)
@@ -231,11 +231,11 @@ def test_tiny_c_with_long_k_takes_the_dots_kernel(dtype, mkn, monkeypatch):
 
 def test_dots_plan_cuts_k_into_whole_strides():
     for m, k, n in ((8, 3_846_591, 13), (16, 4096, 16), (2, 100_003, 2)):
-        runs, run = mm.dots_plan(m, k, n, resident=264)
-        assert run % mm.DOTS_THREADS == 0 and (runs - 1) * run < k <= runs * run
+        runs, run = _matmul_routes.dots_plan(m, k, n, resident=264)
+        assert run % _matmul_routes.DOTS_THREADS == 0 and (runs - 1) * run < k <= runs * run
         assert runs * -(-m // 8) * -(-n // 8) <= 2 * 264
-    assert mm.dots_plan(17, 100_000, 4, 264) is None  # a side past 16: the tiles
-    assert mm.dots_plan(8, 4095, 8, 264) is None  # k too short to share
+    assert _matmul_routes.dots_plan(17, 100_000, 4, 264) is None  # a side past 16: the tiles
+    assert _matmul_routes.dots_plan(8, 4095, 8, 264) is None  # k too short to share
 
 
 def test_split_depth_covers_k_exactly():

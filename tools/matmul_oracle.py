@@ -18,7 +18,7 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _matmul_batch, _tune
+from cudakit import _matmul_batch, _matmul_routes as routes, _tune
 from cudakit.bench import timing
 from cudakit.bench.registry import BENCHES
 from cudakit.bench.sweep import draw_cases
@@ -30,17 +30,17 @@ SPLITS = (2, 3, 4, 6, 8, 12, 16, 32)
 
 
 def plan_name(A, B) -> str:
-    """The fast variant's path for a 2-D product, as _run_fast decides it."""
+    """The fast variant's path for a 2-D product, as _matmul_routes.run_fast decides it."""
     m, k = A.shape
     n = B.shape[1]
     if m == 1 or n == 1:
         return "matvec"
     long_op, line_axis = (A, 0) if n <= m else (B, 1)
     along_k = long_op.strides[1 - line_axis] == A.itemsize and long_op.strides[line_axis] != A.itemsize
-    if mm.skinny_plan(m, k, n, A.itemsize, along_k):
+    if routes.skinny_plan(m, k, n, A.itemsize, along_k):
         return "skinny"
     dev = cupy.cuda.runtime.getDevice()
-    if max(m, n) <= mm.DOTS_MAX_SIDE and mm.dots_plan(m, k, n, mm._dots_resident(A.dtype, dev)):
+    if max(m, n) <= routes.DOTS_MAX_SIDE and routes.dots_plan(m, k, n, routes._dots_resident(A.dtype, dev)):
         return "dots"
     if not hasattr(mm, "plan"):  # an older tree, timed for comparison
         return "?"

@@ -148,7 +148,8 @@ def stream_lesson(args, console) -> None:
 
 def dask_lesson(args, console) -> None:
     """--dask: the ops on a LocalCUDACluster of 1 worker and of N, beside one GPU without Dask (--load: redraw)."""
-    from .dask import answer_lines, dask_table, task_lines
+    from .dask import dask_table, task_lines
+    from .dask_answers import answer_lines
 
     if args.load:
         with open(args.load) as f:

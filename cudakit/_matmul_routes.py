@@ -1,0 +1,196 @@
+"""The fast matmul's route for a 2-D product: which kernel takes it, planned once per geometry and remembered.
+
+One row or one column: the matvec kernels (they read the matrix once, at memory speed). A side of C up to 32 with a
+short k: the skinny kernel (a thread per line of C). A C of at most 16 x 16 with a long k: the dots kernel (blocks
+summing runs of k). FP64 products that fill the GPU: the tensor-core DMMA kernel. Everything else: the register
+tiles and split of k that matmul's time model picks.
+"""
+from __future__ import annotations
+
+import importlib
+
+import cupy
+import numpy as np
+
+from . import _args, _dmma, _tune
+from ._compile import instantiation, kernel, launch, resident_blocks
+from ._device import sm_count, workspace
+
+mm = importlib.import_module(__package__ + ".matmul")  # (its tiles and planner; it imports this module first)
+matvec_module = importlib.import_module(__package__ + ".matvec")
+
+
+def skinny_expression(dtype, width: int, rows: bool) -> str:
+    return instantiation("matmul_skinny", np.dtype(dtype), width, rows)
+
+
+SKINNY_WIDTHS = (8, 16, 32)  # the short sides of C the skinny kernel is built for (each a multiple of 16 bytes)
+SKINNY_THREADS = 128  # as in matmul.cu
+SKINNY_MIN_LINES = 4096  # C's long side: below this the tiles serve
+SKINNY_MAX_INTENSITY = 8  # flops per byte moved up to which a skinny product is bound by memory, not arithmetic
+SKINNY_MAX_SHARED = 48 * 1024
+
+
+SKINNY_MAX_LINE_BYTES = 256  # a long operand stored line by line: the most bytes of a line each thread reads
+
+
+def skinny_plan(m: int, k: int, n: int, itemsize: int, lines_along_k: bool = False) -> tuple[int, int] | None:
+    """(width, shared bytes) of the skinny kernel for an m x k x n product, or None where the tiles serve: C has a
+    side of at most 32 and one of at least SKINNY_MIN_LINES, and k is short enough that memory bounds the product.
+    lines_along_k: the long operand's lines (A's rows, or B's columns) are contiguous, so each thread walks its own
+    line and a warp's loads scatter over 32 lines; the cache holds them only while lines are short."""
+    short, long_side = min(m, n), max(m, n)
+    if short > SKINNY_WIDTHS[-1] or long_side < SKINNY_MIN_LINES:
+        return None
+    if lines_along_k and k * itemsize > SKINNY_MAX_LINE_BYTES:
+        return None
+    if 2 * k * short > SKINNY_MAX_INTENSITY * (k + short) * itemsize:
+        return None
+    width = next(w for w in SKINNY_WIDTHS if short <= w)
+    shared = max(k * width, SKINNY_THREADS * (short + 1)) * itemsize
+    return (width, shared) if shared <= SKINNY_MAX_SHARED else None
+
+
+def run_skinny(A, B, out, width: int, shared: int) -> None:
+    """C = A @ B, one thread per line of C across its short side: n short, lines are C's rows (A's rows times B);
+    m short, lines are C's columns (B's columns times A)."""
+    m, k = A.shape
+    n = B.shape[1]
+    item = A.itemsize
+    if any(st % item for st in A.strides + B.strides):  # strides between whole elements only
+        A, B = cupy.ascontiguousarray(A), cupy.ascontiguousarray(B)
+    (a_m, a_k), (b_k, b_n) = (st // item for st in A.strides), (st // item for st in B.strides)
+    rows = n <= m
+    if rows:
+        long_op, short_op, lines, p, strides = A, B, m, n, (a_m, a_k, b_k, b_n)
+    else:
+        long_op, short_op, lines, p, strides = B, A, n, m, (b_n, b_k, a_k, a_m)
+    fn = kernel(mm.FAMILY, skinny_expression(A.dtype, width, rows), mm.seed_instantiations(A.dtype))
+    launch(fn, (-(-lines // SKINNY_THREADS),), (SKINNY_THREADS,),
+           (long_op.data.ptr, short_op.data.ptr, out.data.ptr, lines, p, k, *strides, n), shared_mem=shared)
+
+
+DOTS_PART = (8, 8)  # the part of C one block of the dots kernel sums (as in its instantiation)
+DOTS_MAX_SIDE = 16  # C at most this on both sides: beyond, the tiles re-read less
+DOTS_MIN_DEPTH = 4096  # k from which the dots kernel serves
+DOTS_MIN_RUN = 2048  # the least k one block sums
+DOTS_THREADS = 256  # as in matmul.cu
+
+
+def dots_plan(m: int, k: int, n: int, resident: int) -> tuple[int, int] | None:
+    """(runs, run) of the dots kernel for a tiny C with a long k, or None where the tiles serve: k cut into `runs`
+    runs of `run` (a whole number of the block's strides) so that about two waves of `resident` blocks share it."""
+    if max(m, n) > DOTS_MAX_SIDE or k < DOTS_MIN_DEPTH:
+        return None
+    parts = -(-m // DOTS_PART[0]) * -(-n // DOTS_PART[1])
+    runs = max(1, min(-(-k // DOTS_MIN_RUN), 2 * resident // parts))
+    run = -(-k // runs)
+    run = -(-run // DOTS_THREADS) * DOTS_THREADS
+    return -(-k // run), run
+
+
+def run_dots(A, B, out, runs: int, run: int) -> None:
+    """C = A @ B for a tiny C: each block sums a run of k for an 8 x 8 part of C into its partial C, which are added
+    in a fixed order (or, for one run, C itself)."""
+    m, k = A.shape
+    n = B.shape[1]
+    item = A.itemsize
+    if any(st % item for st in A.strides + B.strides):  # strides between whole elements only
+        A, B = cupy.ascontiguousarray(A), cupy.ascontiguousarray(B)
+    partials = workspace(runs * m * n * item)[0] if runs > 1 else out.data.ptr
+    fn = kernel(mm.FAMILY, instantiation("matmul_dots", A.dtype, *DOTS_PART), mm.seed_instantiations(A.dtype))
+    launch(fn, (runs, -(-m // DOTS_PART[0]), -(-n // DOTS_PART[1])), (DOTS_THREADS,),
+           (A.data.ptr, B.data.ptr, partials, m, n, k, run, *(st // item for st in A.strides + B.strides)))
+    if runs > 1:
+        mm.sum_partials(out, partials, runs)
+
+
+def _dots_resident(dtype, device_id: int) -> int:
+    fn = kernel(mm.FAMILY, instantiation("matmul_dots", dtype, *DOTS_PART), mm.seed_instantiations(dtype))
+    return resident_blocks(fn, DOTS_THREADS) * sm_count(device_id)
+
+
+DMMA_MIN_DEPTH = 256  # shallower products keep the planner's split-k and smaller tiles
+
+
+def _dmma_takes(m: int, n: int, k: int, device_id: int) -> bool:
+    """Whether the pipelined FP64 tensor-core kernel (_dmma) takes an m x k x n product: sm_80 and later, its tiles
+    fill every SM at least once, and k is deep enough that no split of k is wanted."""
+    tile = _dmma.DEFAULT
+    return (k >= DMMA_MIN_DEPTH and -(-m // tile.bm) * -(-n // tile.bn) >= sm_count(device_id)
+            and mm._compute_capability(device_id) >= 80)
+
+
+ROUTES_KEPT = 4096  # the fast variant's routes remembered; past this the memory starts over
+_routes: dict = {}
+
+
+def run_fast(A, B, out):
+    """The fast variant: the route for this geometry (shapes, strides, dtype, device, 16-byte alignment of each
+    pointer, the tuned tiles) is planned once and remembered, so that a repeated small product costs little more
+    host time than its launch."""
+    dtype, device_id = out.dtype, out.data.device_id
+    key = (A.shape, A.strides, B.shape, B.strides, dtype, device_id, A.data.ptr & 15, B.data.ptr & 15,
+           out.data.ptr & 15, _tune.tiles(device_id, dtype) if dtype in mm.BLOCKTILE_2D else None)
+    route = _routes.get(key)
+    if route is None:
+        if len(_routes) >= ROUTES_KEPT:
+            _routes.clear()
+        route = _routes[key] = _route(A, B, out)
+    route(A, B, out)
+
+
+def _route(A, B, out):
+    """The fast variant's launcher for A, B and out of this geometry: f(A, B, out)."""
+    m, k = A.shape
+    n = B.shape[1]
+    if n == 1 or m == 1:  # a matrix-vector product: the matvec kernels read the matrix once, at memory speed
+        return _matvec_route(A, B, out)
+    long_op, line_axis = (A, 0) if n <= m else (B, 1)
+    lines_along_k = long_op.strides[1 - line_axis] == out.itemsize and long_op.strides[line_axis] != out.itemsize
+    skinny = skinny_plan(m, k, n, out.itemsize, lines_along_k)
+    if skinny:
+        width, shared = skinny
+        return lambda A, B, out: run_skinny(A, B, out, width, shared)
+    device_id = out.data.device_id
+    dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id)) if max(m, n) <= DOTS_MAX_SIDE else None
+    if dots:
+        runs, run = dots
+        return lambda A, B, out: run_dots(A, B, out, runs, run)
+    if out.dtype == mm.F64 and _dmma_takes(m, n, k, device_id):
+        return _dmma_product
+    tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k)
+    if splits > 1:
+        return lambda A, B, out: mm.run_split_k(tile, A, B, out, splits, depth)
+    if min(m, n) < mm.PAD_MIN_DIM and mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B:
+        launches = mm.tile_launches(tile, A, B, out, split=True)
+        fn, grid, block, args, shared = launches[0]
+        stream_k_blocks = args[10]  # (their workspace's addresses follow the stream: such launches are made anew)
+        if len(launches) == 1 and args[:3] == (A.data.ptr, B.data.ptr, out.data.ptr) and not stream_k_blocks:
+            rest = args[3:]
+            return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
+    return lambda A, B, out: mm.run_fast_tile(tile, A, B, out)
+
+
+def _matvec_route(A, B, out):
+    """n = 1: A times B's column; m = 1: B.T times A's row. Where both are read in place, the matvec launch is kept
+    but for the three addresses."""
+    n = B.shape[1]
+    matrix, vector = (A, B[:, 0]) if n == 1 else (B.T, A[0, :])
+    if _args.contiguous_or_copy(matrix) is not matrix or _args.contiguous_or_copy(vector) is not vector:
+        return _matvec_product
+    run = matvec_module.launcher(matrix, matvec_module.plan(matrix, vector))
+    if n == 1:
+        return lambda A, B, out: run(A.data.ptr, B.data.ptr, out.data.ptr)
+    return lambda A, B, out: run(B.data.ptr, A.data.ptr, out.data.ptr)
+
+
+def _matvec_product(A, B, out):
+    n = B.shape[1]
+    vector = _args.contiguous_or_copy(B[:, 0] if n == 1 else A[0, :])
+    matrix = _args.contiguous_or_copy(A if n == 1 else B.T)
+    matvec_module.run_fast(matrix, vector, out.reshape(-1))
+
+
+def _dmma_product(A, B, out):
+    _dmma.run(A, B, out)
