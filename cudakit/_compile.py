@@ -246,6 +246,7 @@ def resident_blocks(fn, threads: int, shared_mem: int = 0) -> int:
     calculator (registers, shared memory, threads)."""
     key = (fn, threads, shared_mem)
     if key not in _resident:
+        _make_context_current()  # (a driver call, maybe this thread's first: see _launch_in_context)
         state = _launch_state(fn, shared_mem)  # the calculator counts only dynamic shared memory the kernel may take
         _resident[key] = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(state.function, threads,
                                                                                      shared_mem)
@@ -259,6 +260,7 @@ def _launch_state(fn, shared_mem: int) -> _Launch:
     if state is None:
         state = _launches[fn] = _Launch(fn)
     if shared_mem > state.shared_cap:
+        _make_context_current()  # (as in resident_blocks)
         fn.max_dynamic_shared_size_bytes = shared_mem
         fn.preferred_shared_memory_carveout = 100
         state.shared_cap = shared_mem

@@ -269,6 +269,22 @@ def test_bench_dask_redraws_a_saved_run():
     assert "matvec past one GPU's memory" in res.stdout
 
 
+def test_bench_dask_exits_1_on_a_wrong_answer(tmp_path):
+    """A saved run whose checked answer missed its bound (or whose check failed) redraws, and exits 1."""
+    import json
+
+    run = json.loads((ROOT / "docs/dask_h200x2_ucx.json").read_text())
+    big = run["past_one_gpu"]
+    big["error"] = 10 * big["bound"]
+    (tmp_path / "wrong.json").write_text(json.dumps(run))
+    res = run_cli("bench.py", "--dask", "--load", str(tmp_path / "wrong.json"), env={**HIDE_GPU, "COLUMNS": "250"})
+    assert res.returncode == 1 and "WRONG" in res.stdout, res.stderr
+    run["past_one_gpu"] = {"failed": "OutOfMemoryError: ..."}
+    (tmp_path / "failed.json").write_text(json.dumps(run))
+    res = run_cli("bench.py", "--dask", "--load", str(tmp_path / "failed.json"), env={**HIDE_GPU, "COLUMNS": "250"})
+    assert res.returncode == 1 and "FAILED" in res.stdout, res.stderr
+
+
 def test_bench_dask_says_what_is_missing():
     try:
         import dask_cuda  # noqa: F401  (only whether it is there)

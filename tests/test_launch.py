@@ -32,6 +32,7 @@ def captured(monkeypatch):
                           slots=[ctypes.c_void_p.from_address(params + 8 * i).value for i in range(_compile.MAX_PARAMETERS)]))
 
     monkeypatch.setattr(_compile, "_launch_kernel", launch_kernel)
+    monkeypatch.setattr(_compile, "_make_context_current", lambda: None)  # (the runtime, like the driver, stubbed)
     monkeypatch.setattr(_compile, "current_stream", lambda: types.SimpleNamespace(ptr=0x5150))
     return calls
 
@@ -180,3 +181,37 @@ def test_an_op_runs_in_a_fresh_thread(op):
     thread.join()
     assert not errors, errors
     assert_close(out, ref, np.dtype(dtype), k, f"{op} in a fresh thread")
+
+
+@pytest.mark.gpu
+def test_a_first_plan_in_a_fresh_thread(monkeypatch):
+    """A fresh thread whose first CUDA call is a driver query of the planner (the occupancy of the dots kernel, for a
+    geometry no route holds yet) rather than a launch: the query makes the context current too."""
+    import threading
+
+    import cupy
+
+    import cudakit
+    from cudakit import _matmul_routes
+    from conftest import assert_close, poisoned, random_array
+
+    A, B = random_array((8, 5000), np.float32), random_array((5000, 13), np.float32)
+    cudakit.matmul(A, B)  # compiled in this thread
+    monkeypatch.setattr(_compile, "_resident", {})  # forgotten: the thread plans anew
+    monkeypatch.setattr(_matmul_routes, "_routes", {})
+    out = poisoned((8, 13), np.float32)
+    cupy.cuda.get_current_stream().synchronize()
+    errors = []
+
+    def worker():
+        try:
+            cudakit.matmul(A, B, out=out)
+            cupy.cuda.get_current_stream().synchronize()
+        except Exception as error:  # (reported in the main thread)
+            errors.append(error)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert not errors, errors
+    assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.dtype(np.float32), 5000, "dots in a fresh thread")

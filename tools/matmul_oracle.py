@@ -18,13 +18,17 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _matmul_batch, _matmul_routes as routes, _tune
+from cudakit import _matmul_batch, _tune
 from cudakit.bench import timing
 from cudakit.bench.registry import BENCHES
 from cudakit.bench.sweep import draw_cases
 from cudakit.testing import poison
 
 mm = importlib.import_module("cudakit.matmul")
+try:  # the fast variant's routes (in matmul.py itself in trees before session 15)
+    routes = importlib.import_module("cudakit._matmul_routes")
+except ImportError:
+    routes = mm
 BUDGET = timing.Budget(row_s=0.02, min_runs=3, max_runs=60, batch=16)
 SPLITS = (2, 3, 4, 6, 8, 12, 16, 32)
 

@@ -15,7 +15,7 @@ class SynchronizeWhenIdle(WorkerPlugin):
         self.worker = worker
 
     def transition(self, key, start, finish, **kwargs):
-        if start == "executing" and finish == "memory" and self.idle(self.worker.state):
+        if start in ("executing", "long-running") and finish == "memory" and self.idle(self.worker.state):
             self.synchronize()
 
     @staticmethod

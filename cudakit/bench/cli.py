@@ -146,8 +146,9 @@ def stream_lesson(args, console) -> None:
         console.print(f"wrote {args.plot_streams}")
 
 
-def dask_lesson(args, console) -> None:
-    """--dask: the ops on a LocalCUDACluster of 1 worker and of N, beside one GPU without Dask (--load: redraw)."""
+def dask_lesson(args, console) -> int:
+    """--dask: the ops on a LocalCUDACluster of 1 worker and of N, beside one GPU without Dask (--load: redraw).
+    The exit status is 1 where a checked answer is wrong or its check failed."""
     from .dask import dask_table, task_lines
     from .dask_answers import answer_lines
 
@@ -163,12 +164,14 @@ def dask_lesson(args, console) -> None:
         results = measure_dask(args, console)
         table = dask_table(results)
     console.print(table)
-    for line in task_lines(results) + answer_lines(results):
+    answers = answer_lines(results)
+    for line in task_lines(results) + answers:
         console.print(line)
     if args.json and not args.load:
         with open(args.json, "w") as f:
             json.dump(finite(results), f, indent=1)
         console.print(f"wrote {args.json}")
+    return 1 if any("WRONG" in line or "FAILED" in line for line in answers) else 0
 
 
 def measure_dask(args, console) -> dict:
@@ -207,8 +210,7 @@ def main(argv=None) -> int:
             stream_lesson(args, console)
             return 0
         if args.dask:
-            dask_lesson(args, console)
-            return 0
+            return dask_lesson(args, console)
         if args.plot:
             pyplot()  # fail before a long run, not after it
         if args.sweep:
