@@ -148,10 +148,6 @@ def test_an_op_runs_in_a_fresh_thread(op):
     """A thread whose first CUDA call is cudakit's launch (a thread pool's, as Dask's threaded scheduler runs
     tasks) has no current context until CuPy makes one: the launch makes it, and the result is right. out= is
     given, so that no allocation makes the context current first."""
-    import threading
-
-    import cupy
-
     import cudakit
     from conftest import assert_close, poisoned, random_array
 
@@ -166,20 +162,7 @@ def test_an_op_runs_in_a_fresh_thread(op):
     }[op]
     cudakit.matmul(A, B), cudakit.matvec(A, x), cudakit.transpose(A), cudakit.dot(x, x)  # compiled in this thread
     out = poisoned(ref.shape, dtype)
-    cupy.cuda.get_current_stream().synchronize()
-    errors = []
-
-    def worker():
-        try:
-            call(out)
-            cupy.cuda.get_current_stream().synchronize()
-        except Exception as error:  # (reported in the main thread)
-            errors.append(error)
-
-    thread = threading.Thread(target=worker)
-    thread.start()
-    thread.join()
-    assert not errors, errors
+    in_a_fresh_thread(lambda: call(out))
     assert_close(out, ref, np.dtype(dtype), k, f"{op} in a fresh thread")
 
 
@@ -187,10 +170,6 @@ def test_an_op_runs_in_a_fresh_thread(op):
 def test_a_first_plan_in_a_fresh_thread(monkeypatch):
     """A fresh thread whose first CUDA call is a driver query of the planner (the occupancy of the dots kernel, for a
     geometry no route holds yet) rather than a launch: the query makes the context current too."""
-    import threading
-
-    import cupy
-
     import cudakit
     from cudakit import _matmul_routes
     from conftest import assert_close, poisoned, random_array
@@ -200,12 +179,23 @@ def test_a_first_plan_in_a_fresh_thread(monkeypatch):
     monkeypatch.setattr(_compile, "_resident", {})  # forgotten: the thread plans anew
     monkeypatch.setattr(_matmul_routes, "_routes", {})
     out = poisoned((8, 13), np.float32)
+    in_a_fresh_thread(lambda: cudakit.matmul(A, B, out=out))
+    assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.dtype(np.float32), 5000, "dots in a fresh thread")
+
+
+def in_a_fresh_thread(call) -> None:
+    """call() in a new thread (after the inputs made on this one are ready), its stream synchronised there; an error
+    it raises is raised here."""
+    import threading
+
+    import cupy
+
     cupy.cuda.get_current_stream().synchronize()
     errors = []
 
     def worker():
         try:
-            cudakit.matmul(A, B, out=out)
+            call()
             cupy.cuda.get_current_stream().synchronize()
         except Exception as error:  # (reported in the main thread)
             errors.append(error)
@@ -214,4 +204,3 @@ def test_a_first_plan_in_a_fresh_thread(monkeypatch):
     thread.start()
     thread.join()
     assert not errors, errors
-    assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.dtype(np.float32), 5000, "dots in a fresh thread")
