@@ -31,14 +31,22 @@ def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
     """Every product of the batch on the fast variant's tile, a run of evenly spaced products per launch. A batch
     read in place repeats its launches for the next operands of the same shapes, strides and alignment.
     tensor_core: float16, bfloat16 or TF32 operands, on the tensor-core kernels."""
-    if b.shape[-1] == 1 and mm.matvec_module.run_batched(a, b[..., 0], c[..., 0], batch):
-        return
+    device_id = c.data.device_id
+    pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
+    if b.shape[-1] == 1:  # matrix-vector products: the matvec kernels, one launch kept per geometry
+        key = ("matvec", batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, c.dtype, device_id)
+        run = _BATCH_LAUNCHES.get(key, False)
+        if run is False:
+            if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
+                _BATCH_LAUNCHES.clear()
+            run = _BATCH_LAUNCHES[key] = mm.matvec_module.batched_launcher(a, b[..., 0], batch)
+        if run is not None:
+            run(a, b[..., 0], c)
+            return
     if tensor_core:
         _run_tensor_core_batched(a, b, c, batch)
         return
-    device_id = c.data.device_id
     pair = mm._tune.tiles(device_id, c.dtype)
-    pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
     key = (batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, pc % 16, c.dtype, pair, device_id)
     cached = _BATCH_LAUNCHES.get(key)
     if cached is None:

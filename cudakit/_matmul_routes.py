@@ -54,20 +54,25 @@ def skinny_plan(m: int, k: int, n: int, itemsize: int, lines_along_k: bool = Fal
 def run_skinny(A, B, out, width: int, shared: int) -> None:
     """C = A @ B, one thread per line of C across its short side: n short, lines are C's rows (A's rows times B);
     m short, lines are C's columns (B's columns times A)."""
+    skinny_launcher(A, B, out, width, shared)(A, B, out)
+
+
+def skinny_launcher(A, B, out, width: int, shared: int):
+    """f(A, B, out): run_skinny's launch for operands of these shapes and strides, built once."""
     m, k = A.shape
     n = B.shape[1]
     item = A.itemsize
     if any(st % item for st in A.strides + B.strides):  # strides between whole elements only
-        A, B = cupy.ascontiguousarray(A), cupy.ascontiguousarray(B)
+        return lambda A, B, out: run_skinny(cupy.ascontiguousarray(A), cupy.ascontiguousarray(B), out, width, shared)
     (a_m, a_k), (b_k, b_n) = (st // item for st in A.strides), (st // item for st in B.strides)
     rows = n <= m
-    if rows:
-        long_op, short_op, lines, p, strides = A, B, m, n, (a_m, a_k, b_k, b_n)
-    else:
-        long_op, short_op, lines, p, strides = B, A, n, m, (b_n, b_k, a_k, a_m)
     fn = kernel(mm.FAMILY, skinny_expression(A.dtype, width, rows), mm.seed_instantiations(A.dtype))
-    launch(fn, (-(-lines // SKINNY_THREADS),), (SKINNY_THREADS,),
-           (long_op.data.ptr, short_op.data.ptr, out.data.ptr, lines, p, k, *strides, n), shared_mem=shared)
+    grid, block = (-(-(m if rows else n) // SKINNY_THREADS),), (SKINNY_THREADS,)
+    if rows:  # the long operand first, then the short one
+        rest = (m, n, k, a_m, a_k, b_k, b_n, n)
+        return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
+    rest = (n, m, k, b_n, b_k, a_k, a_m, n)
+    return lambda A, B, out: launch(fn, grid, block, (B.data.ptr, A.data.ptr, out.data.ptr) + rest, shared)
 
 
 DOTS_PART = (8, 8)  # the part of C one block of the dots kernel sums (as in its instantiation)
@@ -92,17 +97,28 @@ def dots_plan(m: int, k: int, n: int, resident: int) -> tuple[int, int] | None:
 def run_dots(A, B, out, runs: int, run: int) -> None:
     """C = A @ B for a tiny C: each block sums a run of k for an 8 x 8 part of C into its partial C, which are added
     in a fixed order (or, for one run, C itself)."""
+    dots_launcher(A, B, out, runs, run)(A, B, out)
+
+
+def dots_launcher(A, B, out, runs: int, run: int):
+    """f(A, B, out): run_dots's launches for operands of these shapes and strides, built once."""
     m, k = A.shape
     n = B.shape[1]
     item = A.itemsize
     if any(st % item for st in A.strides + B.strides):  # strides between whole elements only
-        A, B = cupy.ascontiguousarray(A), cupy.ascontiguousarray(B)
-    partials = workspace(runs * m * n * item)[0] if runs > 1 else out.data.ptr
+        return lambda A, B, out: run_dots(cupy.ascontiguousarray(A), cupy.ascontiguousarray(B), out, runs, run)
     fn = kernel(mm.FAMILY, instantiation("matmul_dots", A.dtype, *DOTS_PART), mm.seed_instantiations(A.dtype))
-    launch(fn, (runs, -(-m // DOTS_PART[0]), -(-n // DOTS_PART[1])), (DOTS_THREADS,),
-           (A.data.ptr, B.data.ptr, partials, m, n, k, run, *(st // item for st in A.strides + B.strides)))
-    if runs > 1:
-        mm.sum_partials(out, partials, runs)
+    grid, block = (runs, -(-m // DOTS_PART[0]), -(-n // DOTS_PART[1])), (DOTS_THREADS,)
+    rest = (m, n, k, run, *(st // item for st in A.strides + B.strides))
+    if runs == 1:
+        return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest)
+    partial_bytes, add = runs * m * n * item, mm.partials_adder(out, runs)
+
+    def launch_split(A, B, out):
+        partials = workspace(partial_bytes)[0]
+        launch(fn, grid, block, (A.data.ptr, B.data.ptr, partials) + rest)
+        add(out.data.ptr, partials)
+    return launch_split
 
 
 def _dots_resident(dtype, device_id: int) -> int:
@@ -111,13 +127,15 @@ def _dots_resident(dtype, device_id: int) -> int:
 
 
 DMMA_MIN_DEPTH = 256  # shallower products keep the planner's split-k and smaller tiles
+DMMA_MIN_WAVES = 2  # tiles per SM from which the pipelined kernel beats the planner's tiles and splits
 
 
 def _dmma_takes(m: int, n: int, k: int, device_id: int) -> bool:
     """Whether the pipelined FP64 tensor-core kernel (_dmma) takes an m x k x n product: sm_80 and later, its tiles
-    fill every SM at least once, and k is deep enough that no split of k is wanted."""
+    fill every SM at least DMMA_MIN_WAVES times (a shorter grid leaves a partial last wave that the planner's smaller
+    tiles and splits of k avoid), and k is deep enough that no split of k is wanted."""
     tile = _dmma.DEFAULT
-    return (k >= DMMA_MIN_DEPTH and -(-m // tile.bm) * -(-n // tile.bn) >= sm_count(device_id)
+    return (k >= DMMA_MIN_DEPTH and -(-m // tile.bm) * -(-n // tile.bn) >= DMMA_MIN_WAVES * sm_count(device_id)
             and mm._compute_capability(device_id) >= 80)
 
 
@@ -150,18 +168,16 @@ def _route(A, B, out):
     lines_along_k = long_op.strides[1 - line_axis] == out.itemsize and long_op.strides[line_axis] != out.itemsize
     skinny = skinny_plan(m, k, n, out.itemsize, lines_along_k)
     if skinny:
-        width, shared = skinny
-        return lambda A, B, out: run_skinny(A, B, out, width, shared)
+        return skinny_launcher(A, B, out, *skinny)
     device_id = out.data.device_id
     dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id)) if max(m, n) <= DOTS_MAX_SIDE else None
     if dots:
-        runs, run = dots
-        return lambda A, B, out: run_dots(A, B, out, runs, run)
+        return dots_launcher(A, B, out, *dots)
     if out.dtype == mm.F64 and _dmma_takes(m, n, k, device_id):
         return _dmma_product
     tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k)
     if splits > 1:
-        return lambda A, B, out: mm.run_split_k(tile, A, B, out, splits, depth)
+        return mm.split_k_launcher(tile, A, B, out, splits, depth)
     if min(m, n) < mm.PAD_MIN_DIM and mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B:
         launches = mm.tile_launches(tile, A, B, out, split=True)
         fn, grid, block, args, shared = launches[0]

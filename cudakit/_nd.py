@@ -9,6 +9,7 @@ MAX_NDIM = 8  # the most axes cudakit.transpose takes
 
 
 # ---------------------------------------------------------------------------------------------------- matmul
+@functools.lru_cache(maxsize=4096)
 def matmul_shapes(op: str, a_shape: tuple, b_shape: tuple):
     """(batch shape, m, k, n, result shape) of cupy.matmul(a, b): 1-D operands promoted (a to a row, b to a
     column) and their added axis left out of the result; batch axes broadcast as NumPy does."""

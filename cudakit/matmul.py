@@ -182,6 +182,10 @@ def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last
 
 MIN_SPLIT_DEPTH = 256  # the least k a split-k share takes: shallower shares cost more in partial sums than they gain
 MAX_SPLIT_BYTES = 256 * 2**20  # partial products kept at most
+# A grid of at least 1 / MAX_SPLIT_ROUNDS of the resident slots may be split into up to MAX_SPLIT_ROUNDS rounds of
+# them (the model then weighs the partial last round); a smaller grid is split into one round at most (more shares
+# of a tiny C measured slower than the model has them).
+MAX_SPLIT_ROUNDS = 4
 
 
 def uses_stream_k(tile: Tile) -> bool:
@@ -210,7 +214,8 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     for tile in tiles:
         slots = resident_tiles(tile, dtype, device_id)
         grid = -(-m // tile.bm) * -(-n // tile.bn)
-        most = min(k // MIN_SPLIT_DEPTH, MAX_SPLIT_BYTES // (m * n * dtype.itemsize), max(1, slots // grid))
+        rounds = MAX_SPLIT_ROUNDS if grid * MAX_SPLIT_ROUNDS >= slots else 1
+        most = min(k // MIN_SPLIT_DEPTH, MAX_SPLIT_BYTES // (m * n * dtype.itemsize), max(1, rounds * slots // grid))
         for wanted in _tune.split_counts(most if count == 1 else 1):
             splits, depth = _tune.split_depth(k, wanted, tile.bk)
             tail = 0
@@ -225,23 +230,48 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
 def run_split_k(tile: Tile, A, B, out, splits: int, depth: int) -> None:
     """C = A @ B as `splits` partial products over consecutive runs of k (one batched launch into scratch), then
     their sum in a fixed order (deterministic)."""
-    A, a_kc, lda = _layout(A, 0)  # read in place, or the copy the shares are cut from
-    B, b_kc, ldb = _layout(B, 1)
+    split_k_launcher(tile, A, B, out, splits, depth)(A, B, out)
+
+
+def split_k_launcher(tile: Tile, A, B, out, splits: int, depth: int):
+    """f(A, B, out): run_split_k's launches for operands of these shapes and strides, built once (operands the
+    kernels cannot read in place are copied on every call)."""
+    a, a_kc, lda = _layout(A, 0)
+    b, b_kc, ldb = _layout(B, 1)
+    if a is not A or b is not B:
+        return lambda A, B, out: run_split_k(tile, _layout(A, 0)[0], _layout(B, 1)[0], out, splits, depth)
     m, k = A.shape
     n = B.shape[1]
     item = A.itemsize
-    partials, _ = workspace(splits * m * n * item)
+    partial_bytes = splits * m * n * item
+    partials = workspace(partial_bytes)[0]
     batch = (splits, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
-    run_tile(tile, A[:, :depth], B[:depth, :], out, batch=batch, k_last=k - (splits - 1) * depth, c_ptr=partials)
-    sum_partials(out, partials, splits)
+    pa, pb = A.data.ptr, B.data.ptr
+    launches = [(fn, grid, block, (args[0] - pa, args[1] - pb, args[2] - partials) + args[3:], smem)
+                for fn, grid, block, args, smem in tile_launches(tile, A[:, :depth], B[:depth, :], out, batch=batch,
+                                                                 k_last=k - (splits - 1) * depth, c_ptr=partials)]
+    add = partials_adder(out, splits)
+
+    def run(A, B, out):
+        partials, pa, pb = workspace(partial_bytes)[0], A.data.ptr, B.data.ptr
+        for fn, grid, block, (oa, ob, oc, *rest), smem in launches:
+            launch(fn, grid, block, (pa + oa, pb + ob, partials + oc, *rest), smem)
+        add(out.data.ptr, partials)
+    return run
 
 
 def sum_partials(out, partials: int, splits: int) -> None:
     """out = the sum of `splits` partial results laid one after the other from the device address `partials`,
     added in a fixed order (deterministic)."""
+    partials_adder(out, splits)(out.data.ptr, partials)
+
+
+def partials_adder(out, splits: int):
+    """f(out's address, partials' address): sum_partials's launch for an output of out's size and dtype."""
     fn = kernel(FAMILY, instantiation("splitk_sum", out.dtype), seed_instantiations(out.dtype))
-    blocks = min(-(-out.size // 256), sm_count(out.data.device_id) * 8)
-    launch(fn, (blocks,), (256,), (out.data.ptr, partials, out.size, splits))
+    size = out.size
+    grid = (min(-(-size // 256), sm_count(out.data.device_id) * 8),)
+    return lambda out_ptr, partials: launch(fn, grid, (256,), (out_ptr, partials, size, splits))
 
 
 def _fixed(tiles: dict):
@@ -259,11 +289,12 @@ def aligned_operand(x, row_axis: int):
     if a.data.ptr % 16 == 0 and ld % width == 0:
         return a
     contiguous = 1 - row_axis if k_contig else row_axis
-    extent = x.shape[contiguous]
-    buf = cupy.empty((x.shape[1 - contiguous], -(-extent // width) * width), x.dtype)
-    view = buf[:, :extent] if contiguous == 1 else buf[:, :extent].T
-    view[...] = x
-    return view
+    extent = a.shape[contiguous]
+    buf = cupy.empty((a.shape[1 - contiguous], -(-extent // width) * width), a.dtype)
+    # (the copy runs over the buffer's rows, in memory order on both sides: an F-order pair copied by its C-order
+    # shape would step a whole column between neighbouring threads)
+    buf[:, :extent] = a if contiguous == 1 else a.T
+    return buf[:, :extent] if contiguous == 1 else buf[:, :extent].T
 
 
 def run_fast_tile(tile: Tile, A, B, out) -> None:

@@ -190,19 +190,33 @@ def run_batched(A, x, out, batch: tuple) -> bool:
     """out = A @ x for a batch of C-contiguous matrices A (batch + (m, n)) and vectors x (broadcast to batch + (n,))
     in one launch of the fast kernels, the matrices stacked into one tall A, each row reading its matrix's x.
     False, having launched nothing, where A is not such a stack."""
+    run = batched_launcher(A, x, batch)
+    if run is None:
+        return False
+    run(A, x, out)
+    return True
+
+
+def batched_launcher(A, x, batch: tuple):
+    """f(A, x, out): run_batched's launch for operands of these shapes, strides and alignments, built once; None
+    where A is not a stack of C-contiguous matrices."""
     m, n = A.shape[-2:]
     if A.shape[:-2] != batch or not A.flags.c_contiguous or m * n == 0:
-        return False
+        return None
     item = x.itemsize
-    x = cupy.broadcast_to(x, batch + (n,))
-    outer, (_, x_step) = _nd.batch_runs(batch, tuple(st // item for st in x.strides[:-1]))
+    xb = cupy.broadcast_to(x, batch + (n,))
+    outer, (_, x_step) = _nd.batch_runs(batch, tuple(st // item for st in xb.strides[:-1]))
     width = 16 // item
-    if outer or x.strides[-1] != item or any(st % item for st in x.strides) or (n % width == 0 and x_step % width):
-        x, x_step = _args.c_contiguous(x), n  # one step between the vectors, whole 16-byte vectors apart
-    first = x[(0,) * len(batch)]
+    copied = outer or xb.strides[-1] != item or any(st % item for st in xb.strides) or (n % width == 0 and x_step % width)
+    if copied:  # one step between the vectors, whole 16-byte vectors apart
+        xb, x_step = _args.c_contiguous(xb), n
+    first = xb[(0,) * len(batch)]
     tall = A.reshape(-1, n)
-    _run_plan(tall, first, out.reshape(-1), plan(tall, first), m, x_step)
-    return True
+    run = launcher(tall, plan(tall, first), m, x_step)
+    if copied:
+        return lambda A, x, out: run(A.data.ptr, _args.c_contiguous(cupy.broadcast_to(x, batch + (n,))).data.ptr,
+                                     out.data.ptr)
+    return lambda A, x, out: run(A.data.ptr, x.data.ptr, out.data.ptr)
 
 
 def run_fast(A, x, out):

@@ -186,10 +186,13 @@ def test_skinny_products_take_the_skinny_kernel(dtype, mkn, monkeypatch):
     m, k, n = mkn
     assert _matmul_routes.skinny_plan(m, k, n, np.dtype(dtype).itemsize) is not None, mkn
     taken = []
-    monkeypatch.setattr(_matmul_routes, "run_skinny", lambda *args, run=_matmul_routes.run_skinny: taken.append(1) or run(*args))
+    monkeypatch.setattr(_matmul_routes, "_routes", {})  # (each geometry's route planned afresh)
+    monkeypatch.setattr(_matmul_routes, "skinny_launcher",
+                        lambda *args, make=_matmul_routes.skinny_launcher: taken.append(1) or make(*args))
     for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
         a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
         out = poisoned((m, n), dtype)
+        _matmul_routes._routes.clear()  # (with k = 1 two layouts have the same strides: one route)
         cudakit.matmul(a, b, out=out)
         assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
     a, b = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
@@ -218,10 +221,13 @@ DOTS = [(8, 100_003, 13), (16, 70_001, 16), (2, 4096, 2), (3, 50_000, 9), (16, 4
 def test_tiny_c_with_long_k_takes_the_dots_kernel(dtype, mkn, monkeypatch):
     m, k, n = mkn
     taken = []
-    monkeypatch.setattr(_matmul_routes, "run_dots", lambda *args, run=_matmul_routes.run_dots: taken.append(args[3]) or run(*args))
+    monkeypatch.setattr(_matmul_routes, "_routes", {})  # (each geometry's route planned afresh)
+    monkeypatch.setattr(_matmul_routes, "dots_launcher",
+                        lambda *args, make=_matmul_routes.dots_launcher: taken.append(args[3]) or make(*args))
     for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
         a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
         out = poisoned((m, n), dtype)
+        _matmul_routes._routes.clear()
         cudakit.matmul(a, b, out=out)
         assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
     a, b = random_array((2 * m, k), dtype)[::-2], random_array((k, 3 * n), dtype)[:, ::3]

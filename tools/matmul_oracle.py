@@ -20,6 +20,7 @@ import numpy as np
 import cudakit
 from cudakit import _matmul_batch, _tune
 from cudakit.bench import timing
+from cudakit.bench.base import Case
 from cudakit.bench.registry import BENCHES
 from cudakit.bench.sweep import draw_cases
 from cudakit.testing import poison
@@ -74,6 +75,9 @@ def entries(case, s, fast_only=False):
             out.append((t.name, run))
         return out
     m, k, n = case.dims
+    if dtype == np.float64 and cc >= 80:  # the pipelined FP64 tensor-core kernel (_dmma)
+        from cudakit import _dmma
+        out.append(("dmma_pipelined", lambda x: _dmma.run(x["A"], x["B"], x["out"])))
     for t in tiles:
         out.append((t.name, lambda x, t=t: mm.run_fast_tile(t, x["A"], x["B"], x["out"])))
         for sp in SPLITS:
@@ -85,7 +89,24 @@ def entries(case, s, fast_only=False):
     return out
 
 
-def one_case(case, per_call_l2: int, fast_only: bool = False) -> dict:
+def host_profile(fn, calls: int = 300, top: int = 8) -> str:
+    """The cumulative-time head of a cProfile of `calls` back-to-back calls of fn (GPU-synchronised after)."""
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    cupy.cuda.get_current_stream().synchronize()
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
+    return "\n".join(line for line in text.getvalue().splitlines() if line.strip())
+
+
+def one_case(case, per_call_l2: int, fast_only: bool = False, profile: bool = False) -> dict:
     bench = BENCHES["matmul"]
     s = bench.make(case)
     ctx = bench.check_context(case, s)
@@ -112,6 +133,8 @@ def one_case(case, per_call_l2: int, fast_only: bool = False) -> dict:
         row["per_call"] = {"cupy": timing.measure(lambda i: ref(s), BUDGET, per_call=True)[0].median,
                            "fast": timing.measure(lambda i: cudakit.matmul(s["A"], s["B"], out=s["out"], check=False),
                                                   BUDGET, per_call=True)[0].median}
+        if profile:
+            print(host_profile(lambda: cudakit.matmul(s["A"], s["B"], out=s["out"], check=False)), flush=True)
     del s
     cupy.get_default_memory_pool().free_all_blocks()
     return row
@@ -119,23 +142,37 @@ def one_case(case, per_call_l2: int, fast_only: bool = False) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seed", type=int, action="append", required=True)
+    ap.add_argument("--seed", type=int, action="append", default=[])
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--json")
     ap.add_argument("--fast-only", action="store_true", help="time only the planner's choice and CuPy")
+    ap.add_argument("--shape", action="append", default=[], metavar="DTYPE:MxKxN:ORDER",
+                    help="an extra case, e.g. float64:4096x4096x4096:CC (ORDER: A's and B's, C or F)")
+    ap.add_argument("--labels", help="a file of case labels, one a line: only those cases of the seeds")
+    ap.add_argument("--profile", action="store_true", help="a per-call case's host profile (cProfile, top lines)")
     args = ap.parse_args()
     l2 = timing.l2_bytes(cupy.cuda.runtime.getDevice())
+    labels = None if args.labels is None else {line.strip() for line in open(args.labels) if line.strip()}
     rows = []
-    for seed in args.seed:
-        for case in draw_cases("matmul", seed, args.count):
-            row = one_case(case, l2, args.fast_only)
+    extra = []
+    for text in args.shape:
+        dtype, dims, order = text.split(":")
+        extra.append(Case("matmul", dtype, tuple(int(d) for d in dims.split("x")), order))
+    for seed in args.seed + ([None] if extra else []):
+        for case in (extra if seed is None else draw_cases("matmul", seed, args.count)):
+            if seed is not None and labels is not None and case.label not in labels:
+                continue
+            row = one_case(case, l2, args.fast_only, args.profile)
             row["seed"] = seed
             rows.append(row)
             t = row["times"]
             best = min((v, k) for k, v in t.items() if k != "cupy")
+            pc = row.get("per_call")
             print(f"{row['case']:60} {row.get('plan', 'batched'):42} fast {t['cupy'] / t['fast']:5.2f}x "
-                  f"best {t['cupy'] / best[0]:5.2f}x {best[1]}" + (f"  WRONG {row['wrong']}" if row["wrong"] else ""),
-                  flush=True)
+                  f"best {t['cupy'] / best[0]:5.2f}x {best[1]}; GPU µs fast {t['fast'] * 1e6:.1f} best "
+                  f"{best[0] * 1e6:.1f} cupy {t['cupy'] * 1e6:.1f}"
+                  + (f"; per call µs fast {pc['fast'] * 1e6:.1f} cupy {pc['cupy'] * 1e6:.1f}" if pc else "")
+                  + (f"  WRONG {row['wrong']}" if row["wrong"] else ""), flush=True)
             if args.json:
                 with open(args.json, "w") as f:
                     json.dump(rows, f)
