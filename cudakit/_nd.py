@@ -50,6 +50,21 @@ def batch_runs(batch: tuple, *strides) -> tuple[tuple, tuple]:
 # ---------------------------------------------------------------------------------------------------- transpose
 def normalize_axes(op: str, ndim: int, axes) -> tuple[int, ...]:
     """axes as cupy.transpose takes them (None: reversed), validated: a permutation of range(ndim)."""
+    if axes is None or type(axes) is tuple:  # (hashable: the answer is remembered)
+        try:
+            return _normalized_axes(op, ndim, axes)
+        except TypeError as error:
+            if "unhashable" not in str(error):
+                raise
+    return _normalize_axes(op, ndim, axes)
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalized_axes(op: str, ndim: int, axes) -> tuple[int, ...]:
+    return _normalize_axes(op, ndim, axes)
+
+
+def _normalize_axes(op: str, ndim: int, axes) -> tuple[int, ...]:
     if axes is None:
         return tuple(range(ndim))[::-1]
     try:

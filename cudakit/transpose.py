@@ -194,15 +194,21 @@ def thin_side(shape) -> int | None:
 def run_thin(a, out, batch: int = 1) -> None:
     """`batch` transposes of (rows, c) to (c, rows), or of (c, rows) to (rows, c), for c below a warp: each block
     stages a run of whole short-side lines in shared memory, so reads and writes both stay coalesced."""
-    wide_in = a.shape[1] < a.shape[0]
-    rows, c = (a.shape[0], a.shape[1]) if wide_in else (a.shape[1], a.shape[0])
-    e = a.itemsize
+    fn, grid, rest, shared = _thin_config(a.shape, a.itemsize, batch, a.data.device_id)
+    launch(fn, grid, (256,), (out.data.ptr, a.data.ptr) + rest, shared_mem=shared)
+
+
+@functools.lru_cache(maxsize=4096)
+def _thin_config(shape: tuple, e: int, batch: int, device_id: int):
+    """(kernel, grid, the arguments after the two addresses, shared bytes) of run_thin (device_id: the current
+    device, which kernel() compiles for)."""
+    wide_in = shape[1] < shape[0]
+    rows, c = (shape[0], shape[1]) if wide_in else (shape[1], shape[0])
     run = max(32, THIN_TILE_BYTES // (c * e) // 32 * 32)
     run = min(run, -(-rows // 32) * 32)
     per_matrix = -(-rows // run)
     fn = kernel(FAMILY, instantiation("transpose_thin", uint_ctype(e), wide_in), instantiations(e))
-    launch(fn, (per_matrix * batch,), (256,), (out.data.ptr, a.data.ptr, rows, c, run, per_matrix),
-           shared_mem=c * (run + 1) * e)
+    return fn, (per_matrix * batch,), (rows, c, run, per_matrix), c * (run + 1) * e
 
 
 LINE_PIECE = "uint4"  # the lines kernel moves 16-byte pieces
