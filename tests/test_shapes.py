@@ -310,7 +310,7 @@ def test_a_batch_of_matrices_is_one_launch_of_the_fast_kernels(dtype, bmn, monke
 
     count, m, n = bmn
     launches = []
-    monkeypatch.setattr(mv, "_run_plan", lambda *args, run=mv._run_plan: launches.append(1) or run(*args))
+    monkeypatch.setattr(mv, "launch", lambda *args, run=mv.launch, **kw: launches.append(1) or run(*args, **kw))
     A = random_array((count, m, n), dtype)
     vectors = [random_array((count, n), dtype), random_array((count, 2 * n), dtype)[:, ::2],
                cupy.broadcast_to(random_array((n,), dtype), (count, n)), random_array((count * n + 1,), dtype)[1:].reshape(count, n),
