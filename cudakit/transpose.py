@@ -99,7 +99,8 @@ def instantiations(itemsize: int) -> tuple[str, ...]:
     vec16 = [vec16_expression(itemsize, aligned, *step, group_shift, batched=batched)
              for step, batched in [(step, False) for step in VEC16_STEPS.values()] + [(VEC16_STEPS["fast"], True)]
              for aligned, group_shift in vec16_orders(itemsize)]
-    thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in) for wide_in in (True, False)]
+    thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in, per_word)
+            for wide_in in (True, False) for per_word in sorted({1, thin_per_word(itemsize)})]
     lines = [instantiation("permute_lines", LINE_PIECE)]
     return tuple(dict.fromkeys(seeds + vec16 + thin + lines))
 
@@ -191,23 +192,31 @@ def thin_side(shape) -> int | None:
     return short if 1 < short < THIN_SIDE and max(shape) >= THIN_SIDE else None
 
 
+def thin_per_word(itemsize: int) -> int:
+    """Elements of this size the thin kernel moves per 32-bit word on both global sides (1: one per access)."""
+    return max(1, 4 // itemsize)
+
+
 def run_thin(a, out, batch: int = 1) -> None:
     """`batch` transposes of (rows, c) to (c, rows), or of (c, rows) to (rows, c), for c below a warp: each block
-    stages a run of whole short-side lines in shared memory, so reads and writes both stay coalesced."""
-    fn, grid, rest, shared = _thin_config(a.shape, a.itemsize, batch, a.data.device_id)
+    stages a run of whole short-side lines in shared memory, so reads and writes both stay coalesced; bytes and
+    16-bit elements move as whole words where the long side and both addresses allow."""
+    words = (a.data.ptr | out.data.ptr) % 4 == 0
+    fn, grid, rest, shared = _thin_config(a.shape, a.itemsize, batch, words, a.data.device_id)
     launch(fn, grid, (256,), (out.data.ptr, a.data.ptr) + rest, shared_mem=shared)
 
 
 @functools.lru_cache(maxsize=4096)
-def _thin_config(shape: tuple, e: int, batch: int, device_id: int):
-    """(kernel, grid, the arguments after the two addresses, shared bytes) of run_thin (device_id: the current
-    device, which kernel() compiles for)."""
+def _thin_config(shape: tuple, e: int, batch: int, words: bool, device_id: int):
+    """(kernel, grid, the arguments after the two addresses, shared bytes) of run_thin (words: both arrays start
+    on 4 bytes; device_id: the current device, which kernel() compiles for)."""
     wide_in = shape[1] < shape[0]
     rows, c = (shape[0], shape[1]) if wide_in else (shape[1], shape[0])
     run = max(32, THIN_TILE_BYTES // (c * e) // 32 * 32)
     run = min(run, -(-rows // 32) * 32)
     per_matrix = -(-rows // run)
-    fn = kernel(FAMILY, instantiation("transpose_thin", uint_ctype(e), wide_in), instantiations(e))
+    per_word = thin_per_word(e) if words and rows % thin_per_word(e) == 0 else 1
+    fn = kernel(FAMILY, instantiation("transpose_thin", uint_ctype(e), wide_in, per_word), instantiations(e))
     return fn, (per_matrix * batch,), (rows, c, run, per_matrix), c * (run + 1) * e
 
 

@@ -510,27 +510,56 @@ transpose_vec16(T* __restrict__ out, const T* __restrict__ in, index_t rows, ind
 constexpr int THIN_THREADS = 256;
 constexpr int THIN_UNROLL = 4;  // independent loads in flight per thread
 
-// The packed stretch (here rows of c elements) to or from the tile. Element e is (e / c, e % c); a step of
-// THIN_THREADS elements moves (row, col) by a fixed amount, so no division inside the loop.
-template <typename T, bool LOAD>
+// P elements of T in one 32-bit word: P > 1 (bytes, 16-bit elements) moves whole words on both global sides, so a
+// thread's load or store carries 4 bytes whatever the element size (the host takes it where rows % P == 0 and both
+// arrays start on 4 bytes); P == 1 moves one element per access.
+template <typename T, int P> struct ThinUnit { typedef unsigned int type; };  // what one thread moves per access
+template <typename T> struct ThinUnit<T, 1> { typedef T type; };
+
+template <typename T, int P>
+__device__ __forceinline__ T word_part(unsigned int word, int i) {
+    return P == 1 ? (T)word : (T)(word >> (8 * sizeof(T) * i));
+}
+
+template <typename T, int P>
+__device__ __forceinline__ unsigned int to_word(const T* parts) {
+    unsigned int word = 0;
+#pragma unroll
+    for (int i = 0; i < P; ++i) word |= (unsigned int)parts[i] << (8 * sizeof(T) * i);
+    return word;
+}
+
+// The packed stretch (here rows of c elements, count in all) to or from the tile, a unit of P elements per thread.
+// Element e is (e / c, e % c); a step of THIN_THREADS units moves (row, col) by a fixed amount, so no division
+// inside the loop.
+template <typename T, int P, bool LOAD>
 __device__ __forceinline__ void thin_packed(T* tile, int pitch, T* packed, int count, int c) {
-    const int step_row = THIN_THREADS / c, step_col = THIN_THREADS % c;
-    int row = threadIdx.x / c, col = threadIdx.x % c;
-    for (int e0 = 0; e0 < count; e0 += THIN_THREADS * THIN_UNROLL) {
-        T v[THIN_UNROLL];
+    typedef typename ThinUnit<T, P>::type U;
+    const int units = count / P;
+    const int step_row = THIN_THREADS * P / c, step_col = THIN_THREADS * P % c;
+    int row = threadIdx.x * P / c, col = threadIdx.x * P % c;
+    for (int u0 = 0; u0 < units; u0 += THIN_THREADS * THIN_UNROLL) {
+        U v[THIN_UNROLL];
         if (LOAD) {
 #pragma unroll
             for (int u = 0; u < THIN_UNROLL; ++u) {
-                const int e = e0 + u * THIN_THREADS + threadIdx.x;
-                if (e < count) v[u] = packed[e];
+                const int w = u0 + u * THIN_THREADS + threadIdx.x;
+                if (w < units) v[u] = reinterpret_cast<const U*>(packed)[w];
             }
         }
 #pragma unroll
         for (int u = 0; u < THIN_UNROLL; ++u) {
-            const int e = e0 + u * THIN_THREADS + threadIdx.x;
-            if (e < count) {
-                if (LOAD) tile[col * pitch + row] = v[u];
-                else packed[e] = tile[col * pitch + row];
+            const int w = u0 + u * THIN_THREADS + threadIdx.x;
+            if (w < units) {
+                T parts[P];
+                int r = row, k = col;
+#pragma unroll
+                for (int i = 0; i < P; ++i) {
+                    if (LOAD) tile[k * pitch + r] = P == 1 ? (T)v[u] : word_part<T, P>((unsigned int)v[u], i);
+                    else parts[i] = tile[k * pitch + r];
+                    if (++k == c) { k = 0; ++r; }
+                }
+                if (!LOAD) reinterpret_cast<U*>(packed)[w] = P == 1 ? (U)parts[0] : (U)to_word<T, P>(parts);
             }
             row += step_row;
             col += step_col;
@@ -539,7 +568,31 @@ __device__ __forceinline__ void thin_packed(T* tile, int pitch, T* packed, int c
     }
 }
 
-template <typename T, bool WIDE_IN>
+// The c long-side runs of `here` elements (`rows` apart in global memory) to or from the tile, P per thread.
+template <typename T, int P, bool LOAD>
+__device__ __forceinline__ void thin_runs(T* tile, int pitch, T* runs, index_t rows, int here, int c) {
+    typedef typename ThinUnit<T, P>::type U;
+    const int units = here / P;
+    for (int j = 0; j < c; ++j) {
+        U* line = reinterpret_cast<U*>(runs + j * rows);
+        T* tile_row = tile + j * pitch;
+#pragma unroll THIN_UNROLL
+        for (int w = threadIdx.x; w < units; w += THIN_THREADS) {
+            if (LOAD) {
+                const U v = line[w];
+#pragma unroll
+                for (int i = 0; i < P; ++i) tile_row[w * P + i] = P == 1 ? (T)v : word_part<T, P>((unsigned int)v, i);
+            } else {
+                T parts[P];
+#pragma unroll
+                for (int i = 0; i < P; ++i) parts[i] = tile_row[w * P + i];
+                line[w] = P == 1 ? (U)parts[0] : (U)to_word<T, P>(parts);
+            }
+        }
+    }
+}
+
+template <typename T, bool WIDE_IN, int P>
 __global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ out, const T* __restrict__ in,
                                                                index_t rows, int c, int run, index_t blocks_per_matrix) {
     extern __shared__ unsigned char thin_tile_bytes[];
@@ -549,20 +602,14 @@ __global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ o
     const index_t r0 = (blockIdx.x - matrix * blocks_per_matrix) * (index_t)run;
     const int here = (int)min((index_t)run, rows - r0);  // long-side positions this block moves
     const index_t base = matrix * rows * c;
-    const T* long_in = in + base + r0;  // the c runs of `here` elements, `rows` apart (input or output side)
-    T* long_out = out + base + r0;
     if (WIDE_IN) {
-        thin_packed<T, true>(tile, pitch, const_cast<T*>(in + base + r0 * c), here * c, c);
+        thin_packed<T, P, true>(tile, pitch, const_cast<T*>(in + base + r0 * c), here * c, c);
         __syncthreads();
-        for (int j = 0; j < c; ++j)
-#pragma unroll THIN_UNROLL
-            for (int r = threadIdx.x; r < here; r += THIN_THREADS) long_out[j * rows + r] = tile[j * pitch + r];
+        thin_runs<T, P, false>(tile, pitch, out + base + r0, rows, here, c);
     } else {
-        for (int j = 0; j < c; ++j)
-#pragma unroll THIN_UNROLL
-            for (int r = threadIdx.x; r < here; r += THIN_THREADS) tile[j * pitch + r] = long_in[j * rows + r];
+        thin_runs<T, P, true>(tile, pitch, const_cast<T*>(in + base + r0), rows, here, c);
         __syncthreads();
-        thin_packed<T, false>(tile, pitch, out + base + r0 * c, here * c, c);
+        thin_packed<T, P, false>(tile, pitch, out + base + r0 * c, here * c, c);
     }
 }
 

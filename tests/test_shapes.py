@@ -29,8 +29,9 @@ def same_bits(x, y) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------------- transpose
+# (long sides of whole 4-byte words: the word path for bytes and 16-bit elements; 65_538: of 2-byte pairs only)
 THIN = [(3, 1_000_003), (1_000_003, 3), (31, 70_001), (70_001, 31), (1, 4097), (4097, 1), (2, 33), (17, 5),
-        (12, 87_547)]
+        (12, 87_547), (3, 1_048_576), (1_048_576, 3), (31, 65_536), (65_536, 31), (2, 65_538), (65_538, 7), (5, 36)]
 
 
 @pytest.mark.gpu
@@ -41,6 +42,24 @@ def test_thin_transposes_are_exact(dtype, shape):
     out = poisoned(shape[::-1], dtype)
     assert cudakit.transpose(a, out=out) is out
     assert same_bits(out, a.T)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.int8, np.float16])
+@pytest.mark.parametrize("shape", [(3, 65_536), (65_536, 3), (4, 2, 64, 3)], ids=str)
+@pytest.mark.parametrize("offsets", [(1, 0), (0, 1), (2, 2)])
+def test_thin_transposes_of_arrays_off_a_word(dtype, shape, offsets):
+    """The thin kernel's word path needs both arrays on 4-byte boundaries: input or output a few elements off one
+    (a batch of thin transposes, NHWC to NCHW, included) moves element by element, and exactly."""
+    import cupy
+
+    axes = (1, 0) if len(shape) == 2 else (0, 3, 1, 2)
+    size = int(np.prod(shape))
+    a = random_array((size + 2,), dtype)[offsets[0]:offsets[0] + size].reshape(shape)
+    out_shape = tuple(shape[i] for i in axes)
+    out = poisoned((size + 2,), dtype)[offsets[1]:offsets[1] + size].reshape(out_shape)
+    assert cudakit.transpose(a, axes, out=out) is out
+    assert same_bits(out, cupy.ascontiguousarray(a.transpose(axes)))
 
 
 @pytest.mark.gpu
