@@ -392,3 +392,15 @@ def test_matmul_layout_cases_make_the_layouts_they_name():
         assert s["A"].shape == (64, 32) and s["B"].shape == (32, 48)
         for x, o in zip((s["A"], s["B"]), case.matmul_orders):
             assert x.flags.c_contiguous if o == "C" else x.flags.f_contiguous, (order, o)
+
+
+def test_the_bench_times_the_fast_transpose_on_every_element_size():
+    """Every transpose case, int8, uint8 and float16 included, has its fast row (no GPU needed)."""
+    import cudakit
+    from cudakit.bench.registry import BENCHES
+
+    bench = BENCHES["transpose"]
+    fast = next(v for v in cudakit.variants("transpose") if v.name == "fast")
+    cases = bench.cases(quick=False)
+    assert {"int8", "uint8", "float16"} <= {case.dtype for case in cases}
+    assert all(bench.takes(case, fast) for case in cases)
