@@ -32,6 +32,7 @@ class Case:
     call: object  # (**inputs) -> result(s): the same cudakit calls take the CuPy arrays (one GPU) or the Dask ones
     work: object  # ({name: shape}) -> (flops, bytes) for the rate column
     replicate: tuple = ()  # inputs every worker holds a copy of (a B that each row block needs)
+    rows: tuple = ()  # inputs persisted as their rows (X[i], one 1-D array each) before timing: call gets a list
     sampled_check: bool = False  # check C = A @ B on a few of its blocks against float64 on the N workers
 
 
@@ -74,10 +75,12 @@ def cases(scale: float) -> list[Case]:
         Case("matvec", f"20 vectors, {mv_rows}x65536 f32 ({mv_rows * 65536 * 4 / 1e9:.0f} GB) by rows",
              lambda: {"A": ((mv_rows, 65536), (mv_rows // 8, 65536), np.float32),
                       "X": ((20, 65536), (1, 65536), np.float32)},
-             lambda A, X: [cudakit.matvec(A, X[i]) for i in range(X.shape[0])],
-             # (X not replicated: a vector on every worker makes every worker a candidate for every block's product,
-             # and the scheduler then moves blocks of A)
-             lambda s: (2 * 20 * s["A"][0] * s["A"][1], 20 * s["A"][0] * s["A"][1] * 4)),
+             lambda A, X: [cudakit.matvec(A, x) for x in X],
+             # (the 20 vectors persisted as 1-D arrays and copied to every worker before timing, as B is above: no
+             # vector crosses between workers in a run, and every product is ready when the graph arrives, so the
+             # scheduler places all 160 at once, each where its block of A is)
+             lambda s: (2 * 20 * s["A"][0] * s["A"][1], 20 * s["A"][0] * s["A"][1] * 4),
+             replicate=("X",), rows=("X",)),
         Case("letterbox", f"{frames} frames 1080p -> 640^2 f32 NCHW, {frames // 16} a chunk",
              lambda: {"frames": ((frames, *FRAME), (frames // 16, *FRAME), np.uint8)},
              lambda frames: cudakit.letterbox(frames, (640, 640))[0],
@@ -147,6 +150,9 @@ def persisted_inputs(client, case: Case) -> dict:
         arrays[name] = client.persist(placed(client, shape, chunks, dtype, functools.partial(_device_array,
                                                                                             dtype=dtype)))
         wait(arrays[name])
+        if name in case.rows:  # (the getitem tasks of X[i] run here, not in the timed graph)
+            arrays[name] = client.persist([arrays[name][i] for i in range(shape[0])])
+            wait(arrays[name])
         if name in case.replicate:
             client.replicate(futures_of(arrays[name]))
     return arrays
@@ -314,6 +320,10 @@ def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
             for i, case in enumerate(cases(scale)):
                 if count == 1:  # the same work without Dask, on the only worker's GPU (before its operands exist)
                     rows[i]["single_s"] = client.submit(single_gpu_seconds, i, scale, row_s, pure=False).result()
+                # client.replicate's copies last only while the Active Memory Manager is off (its ReduceReplicas
+                # drops every copy no task waits for, every 2 s)
+                if case.replicate:
+                    client.amm.stop()
                 inputs = persisted_inputs(client, case)
                 before = sent_bytes(client)
                 seconds, spans = time_graph(client, case.call(**inputs), inputs, repeats)
@@ -330,6 +340,8 @@ def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
                 keys = keys_of(*inputs.values())
                 del inputs
                 settle(client, keys)
+                if case.replicate:
+                    client.amm.start()
                 client.run(_free_pool)  # (the next case's blocks have other sizes: room for them, unfragmented)
                 console.print(f"{case.op} {case.name}: {count} worker(s) {rows[i][f'dask{count}_s'] * 1e3:.1f} ms")
             if count > 1 and not quick:
