@@ -189,7 +189,7 @@ def measure_dask(args, console) -> dict:
     from .dask import run_dask
 
     try:
-        return run_dask(args.workers, args.protocol, args.quick, console)
+        return run_dask(args.workers, args.protocol, args.quick, console, args.ops)
     except ValueError as exc:
         raise BenchError(f"bench.py {exc}") from None
 

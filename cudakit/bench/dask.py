@@ -292,7 +292,8 @@ def start_cluster(workers: int, protocol: str):
     return cluster, client
 
 
-def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
+def run_dask(workers: int | None, protocol: str, quick: bool, console, ops=None) -> dict:
+    """The --dask run: every case (or those of `ops`, letterbox being resize's) on 1 worker, then on `workers`."""
     import dask
     from dask_cuda.utils import get_n_gpus
 
@@ -318,6 +319,8 @@ def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
                 results["block_move_s"] = block_move_seconds(client)
             results[f"floor{count}_s"] = graph_floor(client, repeats)
             for i, case in enumerate(cases(scale)):
+                if ops is not None and {"letterbox": "resize"}.get(case.op, case.op) not in ops:
+                    continue
                 if count == 1:  # the same work without Dask, on the only worker's GPU (before its operands exist)
                     rows[i]["single_s"] = client.submit(single_gpu_seconds, i, scale, row_s, pure=False).result()
                 # client.replicate's copies last only while the Active Memory Manager is off (its ReduceReplicas
@@ -344,7 +347,7 @@ def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
                     client.amm.start()
                 client.run(_free_pool)  # (the next case's blocks have other sizes: room for them, unfragmented)
                 console.print(f"{case.op} {case.name}: {count} worker(s) {rows[i][f'dask{count}_s'] * 1e3:.1f} ms")
-            if count > 1 and not quick:
+            if count > 1 and not quick and (ops is None or "matvec" in ops):
                 try:
                     results["past_one_gpu"] = matvec_past_one_gpu(client, gpu_bytes, count)
                 except Exception as error:  # (reported with the rest of the run rather than losing it)
@@ -352,7 +355,7 @@ def run_dask(workers: int | None, protocol: str, quick: bool, console) -> dict:
         finally:
             client.close()
             cluster.close()
-    results["rows"] = list(rows.values())
+    results["rows"] = [r for r in rows.values() if "dask1_s" in r]  # (the cases run: --ops may pick some)
     return results
 
 
