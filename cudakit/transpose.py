@@ -183,13 +183,18 @@ _vec16_config = functools.lru_cache(maxsize=4096)(_vec16_config_uncached)
 
 
 THIN_SIDE = 32  # a side shorter than a warp takes the thin kernel in the fast variant
+# Elements up to 4 bytes take it further: a short side below THIN_SIDE_ROWS where it is the input's rows (c long
+# rows to interleave), below THIN_SIDE_COLUMNS where it is the input's columns; past these the 32 x 32 tiles match
+# it (docs/NOTES.md, "transpose.py: the thin kernel in words").
+THIN_SIDE_ROWS, THIN_SIDE_COLUMNS = 64, 40
 THIN_TILE_BYTES = 32768  # what one block of the thin kernel stages (docs/NOTES.md, "transpose.py: the thin kernel's tile")
 
 
-def thin_side(shape) -> int | None:
-    """The short side of a 2-D transpose that the thin kernel serves, or None."""
+def thin_side(shape, itemsize: int = 8) -> int | None:
+    """The short side of a 2-D transpose of `shape` that the thin kernel serves, or None."""
     short = min(shape)
-    return short if 1 < short < THIN_SIDE and max(shape) >= THIN_SIDE else None
+    limit = THIN_SIDE if itemsize > 4 else THIN_SIDE_ROWS if shape[0] < shape[1] else THIN_SIDE_COLUMNS
+    return short if 1 < short < limit and max(shape) >= THIN_SIDE else None
 
 
 def thin_per_word(itemsize: int) -> int:
@@ -217,7 +222,7 @@ def _thin_config(shape: tuple, e: int, batch: int, words: bool, device_id: int):
     per_matrix = -(-rows // run)
     per_word = thin_per_word(e) if words and rows % thin_per_word(e) == 0 else 1
     fn = kernel(FAMILY, instantiation("transpose_thin", uint_ctype(e), wide_in, per_word), instantiations(e))
-    return fn, (per_matrix * batch,), (rows, c, run, per_matrix), c * (run + 1) * e
+    return fn, (per_matrix * batch,), (rows, c, run, per_matrix), c * (run + per_word) * e
 
 
 LINE_PIECE = "uint4"  # the lines kernel moves 16-byte pieces
@@ -258,7 +263,7 @@ def _fast_runner():
     vec16 = vec16_runner(*VEC16_STEPS["fast"])
 
     def run(a, out, batch: int = 1):
-        if thin_side(a.shape):
+        if thin_side(a.shape, a.itemsize):
             run_thin(a, out, batch)
         elif min(a.shape) == 1:  # a row or a column: its transpose is the same bytes
             out.data.copy_from_device_async(a.data, a.nbytes * batch)

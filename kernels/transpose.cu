@@ -568,26 +568,33 @@ __device__ __forceinline__ void thin_packed(T* tile, int pitch, T* packed, int c
     }
 }
 
-// The c long-side runs of `here` elements (`rows` apart in global memory) to or from the tile, P per thread.
+// The c long-side runs of `here` elements (`rows` apart in global memory) to or from the tile, a unit of P elements
+// per thread: all c * here / P units in one stream of THIN_UNROLL independent accesses per thread (a run alone is too
+// short to keep enough loads in flight). A unit is one 32-bit word on both sides (the pitch is whole words).
 template <typename T, int P, bool LOAD>
 __device__ __forceinline__ void thin_runs(T* tile, int pitch, T* runs, index_t rows, int here, int c) {
     typedef typename ThinUnit<T, P>::type U;
-    const int units = here / P;
-    for (int j = 0; j < c; ++j) {
-        U* line = reinterpret_cast<U*>(runs + j * rows);
-        T* tile_row = tile + j * pitch;
-#pragma unroll THIN_UNROLL
-        for (int w = threadIdx.x; w < units; w += THIN_THREADS) {
-            if (LOAD) {
-                const U v = line[w];
+    const int units = here / P, total = c * units, pitch_units = pitch / P;
+    const int step_j = THIN_THREADS / units, step_w = THIN_THREADS % units;
+    int j = threadIdx.x / units, w = threadIdx.x % units;
+    for (int e0 = 0; e0 < total; e0 += THIN_THREADS * THIN_UNROLL) {
+        U v[THIN_UNROLL];
+        int at[THIN_UNROLL];  // the unit's place in the tile
 #pragma unroll
-                for (int i = 0; i < P; ++i) tile_row[w * P + i] = P == 1 ? (T)v : word_part<T, P>((unsigned int)v, i);
-            } else {
-                T parts[P];
+        for (int u = 0; u < THIN_UNROLL; ++u) {
+            const bool in = e0 + u * THIN_THREADS + (int)threadIdx.x < total;
+            U* line = reinterpret_cast<U*>(runs + j * rows);
+            at[u] = j * pitch_units + w;
+            if (LOAD && in) v[u] = line[w];
+            if (!LOAD && in) line[w] = reinterpret_cast<const U*>(tile)[at[u]];
+            j += step_j;
+            w += step_w;
+            if (w >= units) { w -= units; ++j; }
+        }
+        if (LOAD) {
 #pragma unroll
-                for (int i = 0; i < P; ++i) parts[i] = tile_row[w * P + i];
-                line[w] = P == 1 ? (U)parts[0] : (U)to_word<T, P>(parts);
-            }
+            for (int u = 0; u < THIN_UNROLL; ++u)
+                if (e0 + u * THIN_THREADS + (int)threadIdx.x < total) reinterpret_cast<U*>(tile)[at[u]] = v[u];
         }
     }
 }
@@ -595,9 +602,9 @@ __device__ __forceinline__ void thin_runs(T* tile, int pitch, T* runs, index_t r
 template <typename T, bool WIDE_IN, int P>
 __global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ out, const T* __restrict__ in,
                                                                index_t rows, int c, int run, index_t blocks_per_matrix) {
-    extern __shared__ unsigned char thin_tile_bytes[];
-    T* tile = reinterpret_cast<T*>(thin_tile_bytes);  // c rows of run + 1 elements: the pad spreads a tile column
-    const int pitch = run + 1;                         // over the banks
+    extern __shared__ __align__(16) unsigned char thin_tile_bytes[];
+    T* tile = reinterpret_cast<T*>(thin_tile_bytes);  // c rows of run + P elements: whole units, and the pad
+    const int pitch = run + P;                         // spreads a tile column over the banks
     const index_t matrix = blockIdx.x / blocks_per_matrix;
     const index_t r0 = (blockIdx.x - matrix * blocks_per_matrix) * (index_t)run;
     const int here = (int)min((index_t)run, rows - r0);  // long-side positions this block moves

@@ -31,7 +31,8 @@ def same_bits(x, y) -> bool:
 # ---------------------------------------------------------------------------------------------------- transpose
 # (long sides of whole 4-byte words: the word path for bytes and 16-bit elements; 65_538: of 2-byte pairs only)
 THIN = [(3, 1_000_003), (1_000_003, 3), (31, 70_001), (70_001, 31), (1, 4097), (4097, 1), (2, 33), (17, 5),
-        (12, 87_547), (3, 1_048_576), (1_048_576, 3), (31, 65_536), (65_536, 31), (2, 65_538), (65_538, 7), (5, 36)]
+        (12, 87_547), (3, 1_048_576), (1_048_576, 3), (31, 65_536), (65_536, 31), (2, 65_538), (65_538, 7), (5, 36),
+        (63, 40_003), (39, 65_536), (65_536, 39), (48, 65_540), (35, 1_000)]
 
 
 @pytest.mark.gpu
@@ -66,6 +67,10 @@ def test_thin_transposes_of_arrays_off_a_word(dtype, shape, offsets):
 def test_thin_transposes_take_the_thin_path():
     assert tr.thin_side((3, 1 << 20)) == 3 and tr.thin_side((1 << 20, 31)) == 31
     assert tr.thin_side((32, 1 << 20)) is None and tr.thin_side((40, 40)) is None
+    # elements up to 4 bytes: a short side of rows below 64, of columns below 40
+    assert tr.thin_side((63, 1 << 20), 1) == 63 and tr.thin_side((64, 1 << 20), 4) is None
+    assert tr.thin_side((1 << 20, 39), 2) == 39 and tr.thin_side((1 << 20, 40), 2) is None
+    assert tr.thin_side((63, 1 << 20), 8) is None
 
 
 AXES = [((2, 3, 4), None), ((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((5, 7, 9, 3), (0, 3, 1, 2)),
