@@ -78,10 +78,22 @@ def run(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0)) -> None:
     """out = A @ B in float64 on the tensor cores (sm_80+). A m x k, B k x n, out m x n C-contiguous (out's first
     product; all `count` products one after the other). batch = (count, A's stride, B's stride) in elements
     between products (0: broadcast). A misaligned operand is copied (padded) with count 1 only."""
+    for args in launches(A, B, out, tile, batch):
+        launch(*args)
+
+
+def reads_in_place(x, row_axis: int) -> bool:
+    """Whether the kernel reads operand x (A: row_axis 0, B: 1) as it is, without a padded copy."""
+    return _aligned(x, row_axis)[0] is x
+
+
+def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: int | None = None) -> list:
+    """The launches (launch()'s arguments) that run() makes; c_ptr: the first product's output address, if not
+    out's (out then gives the shape)."""
     tile = DEFAULT if tile is None else tile
     m, k = A.shape
     k2, n = B.shape
-    assert k == k2 and out.shape[-2:] == (m, n) and out.flags.c_contiguous, (A.shape, B.shape, out.shape)
+    assert k == k2 and out.shape[-2:] == (m, n) and (out.flags.c_contiguous or c_ptr), (A.shape, B.shape, out.shape)
     assert A.dtype == B.dtype == out.dtype == cupy.float64, (A.dtype, B.dtype, out.dtype)
     assert max(m, n, k) <= MAX_DIM and min(m, n, k) >= 1, (m, n, k)
     count, batch_a, batch_b = batch
@@ -90,11 +102,11 @@ def run(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0)) -> None:
         assert a is A and b is B and batch_a % 2 == 0 and batch_b % 2 == 0, "a batch needs aligned operands"
     fn = kernel(FAMILY, tile.expression(a_kc, b_kc), tile.expressions())
     blocks = -(-m // tile.bm) * -(-n // tile.bn)
-    for z0 in range(0, count, MAX_GRID_Z):
-        here = min(MAX_GRID_Z, count - z0)
-        launch(fn, (blocks, 1, here), (tile.threads,),
-               (a.data.ptr + z0 * batch_a * 8, b.data.ptr + z0 * batch_b * 8, out.data.ptr + z0 * m * n * 8,
-                m, n, k, lda, ldb, batch_a, batch_b), tile.shared_bytes)
+    c_ptr = out.data.ptr if c_ptr is None else c_ptr
+    return [(fn, (blocks, 1, min(MAX_GRID_Z, count - z0)), (tile.threads,),
+             (a.data.ptr + z0 * batch_a * 8, b.data.ptr + z0 * batch_b * 8, c_ptr + z0 * m * n * 8,
+              m, n, k, lda, ldb, batch_a, batch_b), tile.shared_bytes)
+            for z0 in range(0, count, MAX_GRID_Z)]
 
 
 def matmul(A, B, tile: DmmaTile | None = None):

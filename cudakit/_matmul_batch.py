@@ -8,7 +8,7 @@ import math
 import cupy
 import numpy as np
 
-from . import _nd, matmul as mm
+from . import _dmma, _nd, matmul as mm
 from ._compile import instantiation, kernel, launch
 
 def _batch_operand(x, batch: tuple, row_axis: int):
@@ -123,7 +123,12 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
     strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
     small = small_tile(m, n, k, item)
-    tile = None if small else mm.plan(c.data.device_id, c.dtype, m, n, k, count * math.prod(s for s, *_ in outer))[0]
+    device_id, products = c.data.device_id, count * math.prod(s for s, *_ in outer)
+    even = all(st % 2 == 0 for _, st_a, st_b, _ in outer for st in (st_a, st_b)) and step_a % 2 == step_b % 2 == 0
+    pipelined = (not small and c.dtype == mm.F64 and even
+                 and mm._matmul_routes.dmma_takes_batch(m, n, k, products, device_id)
+                 and _dmma.reads_in_place(a0, 0) and _dmma.reads_in_place(b0, 1))
+    tile = None if small or pipelined else mm.plan(device_id, c.dtype, m, n, k, products)[0]
     c0 = c[(0,) * len(batch)]
     launches = []
     for idx in np.ndindex(*(size for size, *_ in outer)):
@@ -133,6 +138,8 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
         a_i, b_i, c_ptr = _shifted(a0, off_a), _shifted(b0, off_b), c0.data.ptr + off_c * item
         if small:
             launches += small_launches(small, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
+        elif pipelined:  # FP64 on the pipelined tensor-core kernel
+            launches += _dmma.launches(a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
         else:
             launches += mm.tile_launches(tile, a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
     return launches, in_place

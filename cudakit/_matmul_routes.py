@@ -134,8 +134,13 @@ def _dmma_takes(m: int, n: int, k: int, device_id: int) -> bool:
     """Whether the pipelined FP64 tensor-core kernel (_dmma) takes an m x k x n product: sm_80 and later, its tiles
     fill every SM at least DMMA_MIN_WAVES times (a shorter grid leaves a partial last wave that the planner's smaller
     tiles and splits of k avoid), and k is deep enough that no split of k is wanted."""
+    return dmma_takes_batch(m, n, k, 1, device_id)
+
+
+def dmma_takes_batch(m: int, n: int, k: int, count: int, device_id: int) -> bool:
+    """_dmma_takes for `count` products of m x k x n launched together (their tiles fill the waves together)."""
     tile = _dmma.DEFAULT
-    return (k >= DMMA_MIN_DEPTH and -(-m // tile.bm) * -(-n // tile.bn) >= DMMA_MIN_WAVES * sm_count(device_id)
+    return (k >= DMMA_MIN_DEPTH and count * -(-m // tile.bm) * -(-n // tile.bn) >= DMMA_MIN_WAVES * sm_count(device_id)
             and mm._compute_capability(device_id) >= 80)
 
 

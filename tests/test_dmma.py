@@ -91,3 +91,25 @@ def test_every_tile_on_a_deep_product():
         out = poisoned((m, n), np.float64)
         _dmma.run(A, B, out, tile)
         assert_close(out, ref, np.float64, k, tile.name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shapes", [((12, 600, 264), (12, 264, 700)), ((3, 4, 600, 264), (4, 264, 700)),
+                                    ((3, 1, 300, 512), (1, 5, 512, 1000))], ids=str)
+def test_a_batch_that_fills_the_gpu_takes_the_pipelined_kernel(shapes, monkeypatch):
+    """cudakit.matmul's fast variant puts an FP64 batch whose tiles fill every SM twice on this kernel, one launch per
+    evenly spaced run of products (broadcast batch axes read in place); the output poisoned first."""
+    import cupy
+
+    import cudakit
+    from cudakit import _matmul_batch
+
+    _needs_sm80()
+    taken = []
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})  # (planned afresh)
+    monkeypatch.setattr(_dmma, "launches", lambda *a, make=_dmma.launches, **k: taken.append(1) or make(*a, **k))
+    A, B = random_array(shapes[0], np.float64), random_array(shapes[1], np.float64)
+    want = cupy.matmul(A, B)
+    out = cudakit.matmul(A, B, out=poisoned(want.shape, np.float64))
+    assert taken, "the batch went to the planner's tiles"
+    assert_close(out, want, np.float64, A.shape[-1], str(shapes))
