@@ -43,6 +43,16 @@ def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
         if run is not None:
             run(a, b[..., 0], c)
             return
+    if a.shape[-2] == 1:  # one-row products, B_i.T @ a_i: the column-major matvec kernel, one launch kept
+        key = ("rows", batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, c.dtype, device_id)
+        run = _BATCH_LAUNCHES.get(key, False)
+        if run is False:
+            if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
+                _BATCH_LAUNCHES.clear()
+            run = _BATCH_LAUNCHES[key] = _row_products_launcher(a, b, batch)
+        if run is not None:
+            run(pb, pa, pc)
+            return
     if tensor_core:
         _run_tensor_core_batched(a, b, c, batch)
         return
@@ -61,6 +71,26 @@ def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
                                          for fn, grid, block, args, smem in launches]
     for fn, grid, block, (oa, ob, oc, *rest), smem in cached:
         launch(fn, grid, block, (pa + oa, pb + ob, pc + oc, *rest), smem)
+
+
+def _row_products_launcher(a, b, batch: tuple):
+    """f(B's address, a's address, out's address) for a batch of one-row products a_i (1 x k) @ B_i (k x n), as
+    B_i.T @ a_i on the column-major matvec kernel (B_i C-contiguous is B_i.T F-contiguous), in one launch; None
+    where the batch is not one evenly spaced run of C-contiguous B_i and contiguous a_i."""
+    k, n = b.shape[-2:]
+    item = b.itemsize
+    if k * n == 0 or (k > 1 and (b.strides[-2] != n * item or a.strides[-1] != item)) or (n > 1 and b.strides[-1] != item):
+        return None
+    full_a, full_b = cupy.broadcast_to(a, batch + a.shape[-2:]), cupy.broadcast_to(b, batch + (k, n))
+    if any(st % item for x in (full_a, full_b) for st in x.strides[:len(batch)]):
+        return None
+    contiguous_c = tuple(math.prod(batch[i + 1:]) * n for i in range(len(batch)))
+    outer, (count, step_a, step_b, step_c) = _nd.batch_runs(
+        batch, *(tuple(st // item for st in x.strides[:len(batch)]) for x in (full_a, full_b)), contiguous_c)
+    if outer:
+        return None
+    first_b, first_a = full_b[(0,) * len(batch)], full_a[(0,) * len(batch)][0]
+    return mm.matvec_module.column_batch_launcher(first_b.T, first_a, count, step_b, step_a)
 
 
 SMALL_TILES = ((8, 128), (16, 64), (32, 32), (64, 16), (128, 8), (32, 64), (64, 32))

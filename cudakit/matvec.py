@@ -17,6 +17,7 @@ FAMILY = "matvec"
 SEED_THREADS = 1024  # seed 000's block (and x tile) size
 WARP_ROW_THREADS = 256  # 8 rows per block in warp_per_row
 FAST_THREADS = 256  # FAST_THREADS in kernels/matvec.cu
+MAX_GRID_Z = 65535  # products per launch of a batch on the grid's z
 ROW_UNROLL = 4  # 16-byte loads in flight per lane (each with its x load), row-major kernel
 # Rows of at least this many bytes take a whole block each, the grid one resident wave striding over rows. With a
 # warp per row, the time followed how the row tiles fell into waves, which moved with the kernel's registers; a block
@@ -116,7 +117,9 @@ def plan(A, x, *, split: bool = True, **tuning) -> Plan:
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: bool, tuning: tuple) -> Plan:
+def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: bool, tuning: tuple,
+          count: int = 1) -> Plan:
+    """count: products of this shape launched together (a batch on the grid's z), which fill the GPU together."""
     knobs = dict(tuning)
     m, n = shape
     width = 16 // dtype.itemsize
@@ -139,7 +142,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         lanes = min(256, _pow2_ceil(mv))
         name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
         target = _resident_blocks(name, dtype, device_id)
-        while lanes > 32 and -(-mv // lanes) < target:  # narrower row tiles before splitting the columns
+        while lanes > 32 and -(-mv // lanes) * count < target:  # narrower row tiles before splitting the columns
             lanes //= 2
         tiles = -(-mv // lanes)
         step = (FAST_THREADS // lanes) * unroll
@@ -177,7 +180,7 @@ def launcher(A, p: Plan, x_rows: int = 1, x_step: int = 0):
     m, n = A.shape
     fn = _kernel(p.kernel, A.dtype)
     grid, chunk, tiles = (p.grid, p.chunks), p.chunk, p.tiles
-    tail = () if _col_major(A) else (x_rows, x_step)
+    tail = (0, 0) if _col_major(A) else (x_rows, x_step)
     sums_bytes = p.chunks * m * max(4, A.itemsize)  # partial sums in the accumulator type (float for 16-bit types)
 
     def run(a_ptr: int, x_ptr: int, out_ptr: int) -> None:  # (Python ints: launch()'s quickest path)
@@ -217,6 +220,25 @@ def batched_launcher(A, x, batch: tuple):
         return lambda A, x, out: run(A.data.ptr, _args.c_contiguous(cupy.broadcast_to(x, batch + (n,))).data.ptr,
                                      out.data.ptr)
     return lambda A, x, out: run(A.data.ptr, x.data.ptr, out.data.ptr)
+
+
+def column_batch_launcher(A0, x0, count: int, a_step: int, x_step: int):
+    """f(A's address, x's address, out's address): `count` products A_i @ x_i in one launch of the column-major
+    kernel (unsplit), A_i of A0's shape, F-contiguous, `a_step` elements apart, x_i contiguous, `x_step` elements
+    apart, the outputs one after the other (what a batch of one-row matrix products, B_i.T @ a_i, comes to)."""
+    m, n = A0.shape
+    width = 16 // A0.itemsize
+    aligned = A0.data.ptr % 16 == 0 and a_step % width == 0
+    p = _plan(A0.shape, A0.dtype, True, aligned, A0.data.device_id, False, (), count)
+    fn = _kernel(p.kernel, A0.dtype)
+    item, rest = A0.itemsize, (m, n, p.chunk)
+
+    def run(a_ptr: int, x_ptr: int, out_ptr: int) -> None:
+        for z0 in range(0, count, MAX_GRID_Z):
+            launch(fn, (p.grid, 1, min(MAX_GRID_Z, count - z0)), (FAST_THREADS,),
+                   (a_ptr + z0 * a_step * item, x_ptr + z0 * x_step * item) + rest
+                   + (out_ptr + z0 * m * item, out_ptr + z0 * m * item, 0, a_step, x_step))
+    return run
 
 
 def run_fast(A, x, out):

@@ -202,12 +202,19 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
 // still gives a full block), UNROLL columns in flight per thread. The column lanes are added in shared memory in
 // a fixed order. Tiles of RL * W rows, strided over as in matvec_rowmajor; blockIdx.y splits the columns into
 // chunks of `chunk`, written and added as there. VECTOR needs m % Vec16<T>::n == 0 and a 16-byte aligned A.
+// A batch of products on the grid's z, unsplit (gridDim.y == 1): matrix z is a_batch elements on from A, its vector
+// x_batch on from x, its output z * m on from out.
 template <typename T, bool VECTOR, int RL, int UNROLL>
 __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restrict__ A, const T* __restrict__ x,
                                                                 index_t m, index_t n, index_t chunk,
                                                                 typename Accum<T>::type* dst, T* out,
-                                                                unsigned int* counters) {
+                                                                unsigned int* counters, index_t a_batch,
+                                                                index_t x_batch) {
     typedef typename Accum<T>::type S;
+    A += blockIdx.z * a_batch;
+    x += blockIdx.z * x_batch;
+    out += blockIdx.z * m;
+    dst += blockIdx.z * m;  // (unsplit, dst is out itself where S is T)
     typedef typename Chunk<T, VECTOR>::type V;
     const int W = Chunk<T, VECTOR>::n;
     const int CL = FAST_THREADS / RL;  // column lanes

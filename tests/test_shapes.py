@@ -394,3 +394,28 @@ def test_the_small_kernel_takes_short_k_and_small_c_and_pads_c_least():
     assert _matmul_batch.small_tile(64, 64, 65) is None
     assert _matmul_batch.small_tile(64, 129, 8) is None
     assert _matmul_batch.small_tile(512, 512, 512) is None
+
+
+# (a's shape, B's shape, whether the batch is one evenly spaced run the column-major matvec kernel takes)
+ROW_BATCHES = [((7578, 1, 3), (7578, 3, 149), True), ((9, 1, 370), (9, 370, 589), True), ((5, 1, 64), (64, 40), True),
+               ((1, 40), (6, 40, 33), True), ((4, 3, 1, 17), (4, 3, 17, 1000), True), ((3, 1, 8), (3, 8, 2), True),
+               ((2, 1, 1, 8), (2, 5, 8, 12), False)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", ROW_BATCHES, ids=str)
+def test_batches_of_one_row_products_take_the_column_major_matvec_kernel(dtype, shapes, monkeypatch):
+    """A batch of 1 x k @ k x n products is B_i.T @ a_i: one launch of the column-major matvec kernel where the
+    batch is one evenly spaced run (broadcast operands included); otherwise the tiles. Output poisoned first."""
+    a_shape, b_shape, one_run = shapes
+    taken = []
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})  # (planned afresh)
+    monkeypatch.setattr(mv, "column_batch_launcher",
+                        lambda *args, make=mv.column_batch_launcher: taken.append(args[2]) or make(*args))
+    a, b = random_array(a_shape, dtype), random_array(b_shape, dtype)
+    want = ref64(a, b)
+    out = poisoned(want.shape, dtype)
+    assert cudakit.matmul(a, b, out=out) is out
+    assert_close(out, want, dtype, a_shape[-1], str(shapes))
+    assert bool(taken) == one_run, taken

@@ -111,7 +111,9 @@ def drop_in_shapes(small: bool) -> int:
         cudakit.matvec(rand((3, 40, 33), dtype), rand((3, 33), dtype), check=True)
         cudakit.matvec(rand((3, 40, 33), dtype), rand(33, dtype), check=True)
         cudakit.matvec(rand((3, 40, 4096), dtype), rand((3, 4096), dtype)[:, ::-1], check=True)  # split, strided x
-        runs += 3
+        cudakit.matmul(rand((7, 1, 33), dtype), rand((7, 33, 70), dtype), check=True)  # one-row products: columns
+        cudakit.matmul(rand((1, 40), dtype), rand((5, 40, 32), dtype), check=True)  # (16-byte loads, a broadcast a)
+        runs += 5
         for tile in _matmul_batch.SMALL_TILES:  # every small-product tile, with partial tiles and a partial slice
             for oa, ob in (("C", "C"), ("F", "F")):
                 a = rand((3, tile[0] + 3, 21), dtype) if oa == "C" else rand((3, 21, tile[0] + 3), dtype).transpose(0, 2, 1)
