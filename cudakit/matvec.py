@@ -217,8 +217,10 @@ def batched_launcher(A, x, batch: tuple):
     tall = A.reshape(-1, n)
     run = launcher(tall, plan(tall, first), m, x_step)
     if copied:
-        return lambda A, x, out: run(A.data.ptr, _args.c_contiguous(cupy.broadcast_to(x, batch + (n,))).data.ptr,
-                                     out.data.ptr)
+        def run_copied(A, x, out):
+            xs = _args.c_contiguous(cupy.broadcast_to(x, batch + (n,)))  # (held until the launch is queued)
+            run(A.data.ptr, xs.data.ptr, out.data.ptr)
+        return run_copied
     return lambda A, x, out: run(A.data.ptr, x.data.ptr, out.data.ptr)
 
 
