@@ -33,23 +33,14 @@ def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
     tensor_core: float16, bfloat16 or TF32 operands, on the tensor-core kernels."""
     device_id = c.data.device_id
     pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
+    geometry = (batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, c.dtype, device_id)
     if b.shape[-1] == 1:  # matrix-vector products: the matvec kernels, one launch kept per geometry
-        key = ("matvec", batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, c.dtype, device_id)
-        run = _BATCH_LAUNCHES.get(key, False)
-        if run is False:
-            if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
-                _BATCH_LAUNCHES.clear()
-            run = _BATCH_LAUNCHES[key] = mm.matvec_module.batched_launcher(a, b[..., 0], batch)
+        run = _kept(("matvec",) + geometry, lambda: mm.matvec_module.batched_launcher(a, b[..., 0], batch))
         if run is not None:
             run(a, b[..., 0], c)
             return
     if a.shape[-2] == 1:  # one-row products, B_i.T @ a_i: the column-major matvec kernel, one launch kept
-        key = ("rows", batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, c.dtype, device_id)
-        run = _BATCH_LAUNCHES.get(key, False)
-        if run is False:
-            if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
-                _BATCH_LAUNCHES.clear()
-            run = _BATCH_LAUNCHES[key] = _row_products_launcher(a, b, batch)
+        run = _kept(("rows",) + geometry, lambda: _row_products_launcher(a, b, batch))
         if run is not None:
             run(pb, pa, pc)
             return
@@ -71,6 +62,16 @@ def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
                                          for fn, grid, block, args, smem in launches]
     for fn, grid, block, (oa, ob, oc, *rest), smem in cached:
         launch(fn, grid, block, (pa + oa, pb + ob, pc + oc, *rest), smem)
+
+
+def _kept(key, make):
+    """_BATCH_LAUNCHES[key], made by make() the first time (None, for a batch the launcher does not take, is kept
+    too)."""
+    if key not in _BATCH_LAUNCHES:
+        if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
+            _BATCH_LAUNCHES.clear()
+        _BATCH_LAUNCHES[key] = make()
+    return _BATCH_LAUNCHES[key]
 
 
 def _row_products_launcher(a, b, batch: tuple):

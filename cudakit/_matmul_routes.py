@@ -51,6 +51,16 @@ def skinny_plan(m: int, k: int, n: int, itemsize: int, lines_along_k: bool = Fal
     return (width, shared) if shared <= SKINNY_MAX_SHARED else None
 
 
+def _whole_element_strides(A, B) -> bool:
+    """Whether the skinny and dots kernels read A and B in place (they take strides in whole elements)."""
+    return not any(st % A.itemsize for st in A.strides + B.strides)
+
+
+def _copying_first(run, *plan):
+    """f(A, B, out): run(A, B, out, *plan) on C-order copies of A and B."""
+    return lambda A, B, out: run(cupy.ascontiguousarray(A), cupy.ascontiguousarray(B), out, *plan)
+
+
 def run_skinny(A, B, out, width: int, shared: int) -> None:
     """C = A @ B, one thread per line of C across its short side: n short, lines are C's rows (A's rows times B);
     m short, lines are C's columns (B's columns times A)."""
@@ -59,11 +69,11 @@ def run_skinny(A, B, out, width: int, shared: int) -> None:
 
 def skinny_launcher(A, B, out, width: int, shared: int):
     """f(A, B, out): run_skinny's launch for operands of these shapes and strides, built once."""
+    if not _whole_element_strides(A, B):
+        return _copying_first(run_skinny, width, shared)
     m, k = A.shape
     n = B.shape[1]
     item = A.itemsize
-    if any(st % item for st in A.strides + B.strides):  # strides between whole elements only
-        return lambda A, B, out: run_skinny(cupy.ascontiguousarray(A), cupy.ascontiguousarray(B), out, width, shared)
     (a_m, a_k), (b_k, b_n) = (st // item for st in A.strides), (st // item for st in B.strides)
     rows = n <= m
     fn = kernel(mm.FAMILY, skinny_expression(A.dtype, width, rows), mm.seed_instantiations(A.dtype))
@@ -102,11 +112,11 @@ def run_dots(A, B, out, runs: int, run: int) -> None:
 
 def dots_launcher(A, B, out, runs: int, run: int):
     """f(A, B, out): run_dots's launches for operands of these shapes and strides, built once."""
+    if not _whole_element_strides(A, B):
+        return _copying_first(run_dots, runs, run)
     m, k = A.shape
     n = B.shape[1]
     item = A.itemsize
-    if any(st % item for st in A.strides + B.strides):  # strides between whole elements only
-        return lambda A, B, out: run_dots(cupy.ascontiguousarray(A), cupy.ascontiguousarray(B), out, runs, run)
     fn = kernel(mm.FAMILY, instantiation("matmul_dots", A.dtype, *DOTS_PART), mm.seed_instantiations(A.dtype))
     grid, block = (runs, -(-m // DOTS_PART[0]), -(-n // DOTS_PART[1])), (DOTS_THREADS,)
     rest = (m, n, k, run, *(st // item for st in A.strides + B.strides))

@@ -50,13 +50,17 @@ def batch_runs(batch: tuple, *strides) -> tuple[tuple, tuple]:
 # ---------------------------------------------------------------------------------------------------- transpose
 def normalize_axes(op: str, ndim: int, axes) -> tuple[int, ...]:
     """axes as cupy.transpose takes them (None: reversed), validated: a permutation of range(ndim)."""
-    if axes is None or type(axes) is tuple:  # (hashable: the answer is remembered)
-        try:
-            return _normalized_axes(op, ndim, axes)
-        except TypeError as error:
-            if "unhashable" not in str(error):
-                raise
+    if axes is None or (type(axes) is tuple and _hashable(axes)):  # the answer is remembered
+        return _normalized_axes(op, ndim, axes)
     return _normalize_axes(op, ndim, axes)
+
+
+def _hashable(x) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -69,7 +73,7 @@ def _normalize_axes(op: str, ndim: int, axes) -> tuple[int, ...]:
         return tuple(range(ndim))[::-1]
     try:
         axes = tuple(int(a) for a in axes)
-    except TypeError:
+    except (TypeError, ValueError):
         raise TypeError(f"cudakit.{op}: axes must be a sequence of integers, got {axes!r}") from None
     if len(axes) != ndim:
         raise ValueError(f"cudakit.{op}: axes {axes} don't match an array of {ndim} dimensions")
