@@ -104,6 +104,12 @@ SMALL_MAX_K = 64
 SMALL_MAX_C = 8192
 SMALL_MAX_MACS = 2**17
 SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers in FP64: FP32 only
+# FP64 products at most SHORT_K_F64 deep (batches: SHORT_K_F64_BATCH) are bound by writing C: the small-product
+# kernel's 32 x 64 tile, whose warps store whole rows of C, writes it faster than the tensor-core tiles' fragments
+# do, whatever C's size.
+SHORT_K_F64 = 32
+SHORT_K_F64_BATCH = 16
+SHORT_K_TILE = (32, 64)
 
 
 def small_expression(dtype, tile: tuple[int, int]) -> str:
@@ -115,7 +121,7 @@ def small_tile(m: int, n: int, k: int, itemsize: int = 4) -> tuple[int, int] | N
     serve. The tile with the least padded C wins, each output weighed by its thread's shared-memory reads per
     multiply-add (a read of B for its OUT outputs besides theirs of A: 1 + 1 / OUT); then the larger tile."""
     if k > SMALL_MAX_K or m * n > SMALL_MAX_C or m * n * k > SMALL_MAX_MACS:
-        return None
+        return SHORT_K_TILE if itemsize == 8 and k <= SHORT_K_F64_BATCH else None
 
     def cost(tile):
         out = tile[0] * tile[1] // SMALL_THREADS

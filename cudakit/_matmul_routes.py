@@ -1,9 +1,10 @@
 """The fast matmul's route for a 2-D product: which kernel takes it, planned once per geometry and remembered.
 
-One row or one column: the matvec kernels (they read the matrix once, at memory speed). A side of C up to 32 with a
-short k: the skinny kernel (a thread per line of C). A C of at most 16 x 16 with a long k: the dots kernel (blocks
-summing runs of k). FP64 products that fill the GPU: the tensor-core DMMA kernel. Everything else: the register
-tiles and split of k that matmul's time model picks.
+A C of at most 16 x 16 with a long k: the dots kernel (blocks summing runs of k). A side of C up to 32 with a short
+k: the skinny kernel (a thread per line of C). Otherwise one row or one column: the matvec kernels (they read the
+matrix once, at memory speed). FP64 with a short k: the small-product kernel (whole rows of C per store). FP64
+products that fill the GPU: the tensor-core DMMA kernel. Everything else: the register tiles (narrow ones for a side
+of C up to 32) and split of k that matmul's time model picks.
 """
 from __future__ import annotations
 
@@ -27,24 +28,16 @@ def skinny_expression(dtype, width: int, rows: bool) -> str:
 SKINNY_WIDTHS = (8, 16, 32)  # the short sides of C the skinny kernel is built for (each a multiple of 16 bytes)
 SKINNY_THREADS = 128  # as in matmul.cu
 SKINNY_MIN_LINES = 4096  # C's long side: below this the tiles serve
-SKINNY_MAX_INTENSITY = 8  # flops per byte moved up to which a skinny product is bound by memory, not arithmetic
+SKINNY_MAX_K = 16  # deeper products ran faster on the narrow tiles (docs/NOTES.md, "matmul: narrow tiles")
 SKINNY_MAX_SHARED = 48 * 1024
 
 
-SKINNY_MAX_LINE_BYTES = 256  # a long operand stored line by line: the most bytes of a line each thread reads
-
-
-def skinny_plan(m: int, k: int, n: int, itemsize: int, lines_along_k: bool = False) -> tuple[int, int] | None:
-    """(width, shared bytes) of the skinny kernel for an m x k x n product, or None where the tiles serve: C has a
-    side of at most 32 and one of at least SKINNY_MIN_LINES, and k is short enough that memory bounds the product.
-    lines_along_k: the long operand's lines (A's rows, or B's columns) are contiguous, so each thread walks its own
-    line and a warp's loads scatter over 32 lines; the cache holds them only while lines are short."""
+def skinny_plan(m: int, k: int, n: int, itemsize: int) -> tuple[int, int] | None:
+    """(width, shared bytes) of the skinny kernel for an m x k x n product, or None where other paths serve: C has a
+    side of at most 32 (one row or column included) and one of at least SKINNY_MIN_LINES, and k is at most
+    SKINNY_MAX_K, so that writing C bounds the product."""
     short, long_side = min(m, n), max(m, n)
-    if short > SKINNY_WIDTHS[-1] or long_side < SKINNY_MIN_LINES:
-        return None
-    if lines_along_k and k * itemsize > SKINNY_MAX_LINE_BYTES:
-        return None
-    if 2 * k * short > SKINNY_MAX_INTENSITY * (k + short) * itemsize:
+    if short > SKINNY_WIDTHS[-1] or long_side < SKINNY_MIN_LINES or k > SKINNY_MAX_K:
         return None
     width = next(w for w in SKINNY_WIDTHS if short <= w)
     shared = max(k * width, SKINNY_THREADS * (short + 1)) * itemsize
@@ -136,6 +129,21 @@ def _dots_resident(dtype, device_id: int) -> int:
     return resident_blocks(fn, DOTS_THREADS) * sm_count(device_id)
 
 
+def run_short_k(A, B, out) -> None:
+    """C = A @ B for a short k on the small-product kernel (its warps store whole rows of C)."""
+    short_k_launcher(A, B, out)(A, B, out)
+
+
+def short_k_launcher(A, B, out):
+    """f(A, B, out): run_short_k's launch for operands of these shapes and strides, built once."""
+    if not _whole_element_strides(A, B):
+        return _copying_first(run_short_k)
+    batch = mm._matmul_batch
+    (fn, grid, block, args, shared), = batch.small_launches(batch.SHORT_K_TILE, A, B, out.data.ptr, 1, (0, 0, 0))
+    rest = args[3:]
+    return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
+
+
 DMMA_MIN_DEPTH = 256  # shallower products keep the planner's split-k and smaller tiles
 DMMA_MIN_WAVES = 2  # tiles per SM from which the pipelined kernel beats the planner's tiles and splits
 
@@ -177,17 +185,20 @@ def _route(A, B, out):
     """The fast variant's launcher for A, B and out of this geometry: f(A, B, out)."""
     m, k = A.shape
     n = B.shape[1]
-    if n == 1 or m == 1:  # a matrix-vector product: the matvec kernels read the matrix once, at memory speed
+    device_id = out.data.device_id
+    if out.dtype not in (mm.F32, mm.F64):  # (16-bit and TF32 operands come here for one row or column only)
         return _matvec_route(A, B, out)
-    long_op, line_axis = (A, 0) if n <= m else (B, 1)
-    lines_along_k = long_op.strides[1 - line_axis] == out.itemsize and long_op.strides[line_axis] != out.itemsize
-    skinny = skinny_plan(m, k, n, out.itemsize, lines_along_k)
+    if max(m, n) <= DOTS_MAX_SIDE and (min(m, n) > 1 or _unvectorised_columns(A, B)):
+        dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id))
+        if dots:
+            return dots_launcher(A, B, out, *dots)
+    skinny = skinny_plan(m, k, n, out.itemsize)
     if skinny:
         return skinny_launcher(A, B, out, *skinny)
-    device_id = out.data.device_id
-    dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id)) if max(m, n) <= DOTS_MAX_SIDE else None
-    if dots:
-        return dots_launcher(A, B, out, *dots)
+    if n == 1 or m == 1:  # a matrix-vector product: the matvec kernels read the matrix once, at memory speed
+        return _matvec_route(A, B, out)
+    if out.dtype == mm.F64 and k <= mm._matmul_batch.SHORT_K_F64:
+        return short_k_launcher(A, B, out)
     if out.dtype == mm.F64 and _dmma_takes(m, n, k, device_id):
         return _dmma_product
     tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k)
@@ -201,6 +212,13 @@ def _route(A, B, out):
             rest = args[3:]
             return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
     return lambda A, B, out: mm.run_fast_tile(tile, A, B, out)
+
+
+def _unvectorised_columns(A, B) -> bool:
+    """Whether the matvec of a one-row or one-column product reads a column-major matrix whose columns are not whole
+    16-byte vectors (the column-major kernel then loads an element per lane: the dots kernel reads faster)."""
+    matrix = A if B.shape[1] == 1 else B.T
+    return matrix.strides[0] == matrix.itemsize and matrix.shape[0] % (16 // matrix.itemsize) != 0
 
 
 def _matvec_route(A, B, out):

@@ -115,6 +115,15 @@ _BY_NAME = {t.name: t for tiles in CANDIDATES.values() for t in tiles}
 # blocks overlap one another's stores of C.
 MIDDLE_TILE = {F32: CANDIDATES[F32][4]}
 SMALL_K_TILE = {F32: CANDIDATES[F32][5]}
+# A C with a side of at most NARROW_SIDE: tiles 16 or 32 wide on that side, 128 long on the other, so that a long
+# k split into many shares computes little padding (a 64 x 64 tile of a 9-column C is 86% padding).
+NARROW_SIDE = 32
+NARROW_TILES = {
+    F32: (simt(128, 16, 32, 32, 16, 4, 4, min_blocks=4), simt(16, 128, 32, 16, 32, 4, 4, min_blocks=4),
+          simt(128, 32, 32, 32, 32, 4, 8, min_blocks=4), simt(32, 128, 32, 32, 32, 8, 4, min_blocks=4)),
+    F64: (simt(128, 16, 16, 32, 16, 8, 2, min_blocks=3), simt(16, 128, 16, 16, 32, 2, 8, min_blocks=3),
+          simt(128, 32, 16, 32, 32, 8, 4, min_blocks=3), simt(32, 128, 16, 32, 32, 4, 8, min_blocks=3)),
+}
 
 
 def default_config(dtype, cc: int) -> dict:
@@ -143,6 +152,10 @@ TILE_TFLOPS = {
     "simt_64x64x32_t4x8_w32x32_s2_b4": 33.6, "simt_32x64x32_t4x4_w16x32_s2_b4": 28.0,
     "simt_32x64x32_t4x4_w16x32_k2_s2_b2": 28.0, "dmma_128x128x8_w64x32_s2_b1": 40.7,
     "dmma_64x64x8_w32x32_s2_b3": 36.4, "simt_128x128x8_t8x8_w64x32_s2_b1": 21.0, "simt_64x64x8_t4x8_w32x32_s2_b2": 17.5,
+    "simt_128x16x32_t4x4_w32x16_s2_b4": 22.3, "simt_16x128x32_t4x4_w16x32_s2_b4": 29.3,
+    "simt_128x32x32_t4x8_w32x32_s2_b4": 32.7, "simt_32x128x32_t8x4_w32x32_s2_b4": 40.6,
+    "simt_128x16x16_t8x2_w32x16_s2_b3": 14.0, "simt_16x128x16_t2x8_w16x32_s2_b3": 11.4,
+    "simt_128x32x16_t8x4_w32x32_s2_b3": 20.3, "simt_32x128x16_t4x8_w32x32_s2_b3": 19.2,
 }
 SUM_BYTES_PER_S = 2.8e12  # what the split-k sum's reads and writes move at (the H100's, as the rates above)
 LAUNCH_S = 3e-6  # the split-k sum's launch

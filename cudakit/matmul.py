@@ -181,6 +181,10 @@ def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last
 
 
 MIN_SPLIT_DEPTH = 256  # the least k a split-k share takes: shallower shares cost more in partial sums than they gain
+# A grid under one round of resident blocks is all k loop: its shares may be as shallow as MIN_SMALL_GRID_SPLIT_DEPTH,
+# but at least MIN_SPLIT_SLICES slices, so that the double-buffered pipeline still runs.
+MIN_SMALL_GRID_SPLIT_DEPTH = 64
+MIN_SPLIT_SLICES = 8
 MAX_SPLIT_BYTES = 256 * 2**20  # partial products kept at most
 # A grid of at least 1 / MAX_SPLIT_ROUNDS of the resident slots may be split into up to MAX_SPLIT_ROUNDS rounds of
 # them (the model then weighs the partial last round); a smaller grid is split into one round at most (more shares
@@ -210,12 +214,15 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         tiles = (_tune.SMALL_K_TILE.get(dtype, small),)
     else:
         tiles = (large, small) + ((_tune.MIDDLE_TILE[dtype],) if dtype in _tune.MIDDLE_TILE else ())
+    if min(m, n) <= _tune.NARROW_SIDE:
+        tiles += _tune.NARROW_TILES[dtype]
     sms, best = sm_count(device_id), None
     for tile in tiles:
         slots = resident_tiles(tile, dtype, device_id)
         grid = -(-m // tile.bm) * -(-n // tile.bn)
         rounds = MAX_SPLIT_ROUNDS if grid * MAX_SPLIT_ROUNDS >= slots else 1
-        most = min(k // MIN_SPLIT_DEPTH, MAX_SPLIT_BYTES // (m * n * dtype.itemsize), max(1, rounds * slots // grid))
+        least = MIN_SPLIT_DEPTH if grid >= slots else max(MIN_SMALL_GRID_SPLIT_DEPTH, MIN_SPLIT_SLICES * tile.bk)
+        most = min(k // least, MAX_SPLIT_BYTES // (m * n * dtype.itemsize), max(1, rounds * slots // grid))
         for wanted in _tune.split_counts(most if count == 1 else 1):
             splits, depth = _tune.split_depth(k, wanted, tile.bk)
             tail = 0
@@ -443,7 +450,8 @@ def instantiation_groups():
     """Every module this family can build (seeds per dtype, each tile per dtype), for the GPU-less compile check."""
     groups = [seed_instantiations(np.dtype(np.float32)), seed_instantiations(np.dtype(np.float64))]
     for dtype, cands in _tune.CANDIDATES.items():
-        for tile in [BLOCKTILE_2D[dtype], WARP_TILED[dtype], DOUBLE_BUFFERED[dtype], *cands]:
+        for tile in [BLOCKTILE_2D[dtype], WARP_TILED[dtype], DOUBLE_BUFFERED[dtype], *cands,
+                     *_tune.NARROW_TILES[dtype]]:
             group = tile_instantiations(tile, dtype)
             if tile.supports(dtype, 90) and group not in groups:
                 groups.append(group)

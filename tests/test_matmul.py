@@ -73,7 +73,7 @@ def _device_tiles(dtype):
     import cupy
 
     cc = _tune.compute_capability(cupy.cuda.runtime.getDevice())
-    return [t for t in _tune.candidates(dtype, cc)]
+    return [*_tune.candidates(dtype, cc), *_tune.NARROW_TILES[np.dtype(dtype)]]
 
 
 @pytest.mark.gpu
@@ -181,6 +181,11 @@ def test_fast_plans_tiles_and_splits_by_shape():
     assert mm.plan(device, f32, 4096, 4096, 64)[0] == _tune.SMALL_K_TILE[f32]  # short k
     tile, splits, depth = mm.plan(device, f32, 128, 128, 65536)  # one tile's worth of C: k split
     assert splits >= _tune.MIN_SPLITS and (splits - 1) * depth < 65536 <= splits * depth
+    for dtype in (f32, np.dtype(np.float64)):  # a side of C up to 16 with a long k: a narrow tile, k split
+        narrow_rows, narrow_columns = _tune.NARROW_TILES[dtype][:2]
+        tile, splits, _ = mm.plan(device, dtype, 327, 9, 486410)
+        assert tile == narrow_rows and splits > 1, tile.name
+        assert mm.plan(device, dtype, 9, 327, 486410)[0] == narrow_columns
 
 
 @pytest.mark.gpu
@@ -384,7 +389,7 @@ def test_default_tiles_and_the_search_space():
 def test_every_tile_is_compiled_by_the_compile_check():
     groups = {e for g in mm.instantiation_groups() for e in g}
     for dtype, tiles in _tune.CANDIDATES.items():
-        for tile in tiles:
+        for tile in tiles + _tune.NARROW_TILES[dtype]:
             assert set(mm.tile_instantiations(tile, dtype)) <= groups
     for tiles in (mm.BLOCKTILE_2D, mm.WARP_TILED, mm.DOUBLE_BUFFERED):
         for dtype, tile in tiles.items():

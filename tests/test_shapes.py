@@ -195,8 +195,8 @@ def test_one_row_and_long_k_products(dtype, mkn):
         assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
 
 
-SKINNY = [(5000, 3, 7), (4099, 24, 18), (3, 11, 70_001), (17, 1, 9000), (4096, 30, 32), (33_000, 5, 2),
-          (31, 20, 4100), (8191, 9, 9)]
+SKINNY = [(5000, 3, 7), (4099, 14, 18), (3, 11, 70_001), (17, 1, 9000), (4096, 16, 32), (33_000, 5, 2),
+          (31, 12, 4100), (8191, 9, 9), (250_000, 9, 1), (1, 10, 160_001)]
 
 
 @pytest.mark.gpu
@@ -226,14 +226,14 @@ def test_skinny_products_take_the_skinny_kernel(dtype, mkn, monkeypatch):
         assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} side stream")
 
 
-def test_skinny_plan_leaves_arithmetic_bound_products_to_the_tiles():
+def test_skinny_plan_leaves_deeper_products_to_other_paths():
     assert _matmul_routes.skinny_plan(100_000, 8, 16, 4) == (16, 128 * 17 * 4)
-    assert _matmul_routes.skinny_plan(100_000, 4096, 16, 4) is None  # long k: arithmetic-bound
+    assert _matmul_routes.skinny_plan(100_000, 16, 1, 8) == (8, max(16 * 8, 128 * 2) * 8)  # one column of C
+    assert _matmul_routes.skinny_plan(100_000, 17, 16, 4) is None  # deeper: the narrow tiles
     assert _matmul_routes.skinny_plan(100_000, 8, 33, 4) is None  # both sides past 32
     assert _matmul_routes.skinny_plan(1000, 8, 16, 4) is None  # too short to fill the GPU with lines
-    assert _matmul_routes.skinny_plan(40_000, 278, 9, 8) == (16, 278 * 16 * 8)  # lines read across the threads: any k
-    assert _matmul_routes.skinny_plan(40_000, 278, 9, 8, lines_along_k=True) is None  # 2 KB lines walked one per thread
-    assert _matmul_routes.skinny_plan(32, 48, 100_000, 8) == (32, max(48 * 32, 128 * 33) * 8)
+    assert _matmul_routes.skinny_plan(40_000, 278, 9, 8) is None
+    assert _matmul_routes.skinny_plan(32, 16, 100_000, 8) == (32, max(16 * 32, 128 * 33) * 8)
 
 
 DOTS = [(8, 100_003, 13), (16, 70_001, 16), (2, 4096, 2), (3, 50_000, 9), (16, 4097, 5), (9, 300_000, 2)]
@@ -257,6 +257,60 @@ def test_tiny_c_with_long_k_takes_the_dots_kernel(dtype, mkn, monkeypatch):
     a, b = random_array((2 * m, k), dtype)[::-2], random_array((k, 3 * n), dtype)[:, ::3]
     assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} views")
     assert len(taken) == 5 and all(runs > 1 for runs in taken)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mkn", [(1, 127_977, 9), (13, 86_469, 1)], ids=str)
+def test_one_row_or_column_of_a_tiny_c_takes_the_dots_kernel_where_matvec_would_load_by_element(dtype, mkn,
+                                                                                                  monkeypatch):
+    """One row of C times a C-order B (or one column from an F-order A) whose tiny side is not whole 16-byte vectors:
+    the column-major matvec would load an element per lane, so the dots kernel takes it; the other layout reads
+    rows on the row-major matvec."""
+    m, k, n = mkn
+    taken = []
+    monkeypatch.setattr(_matmul_routes, "_routes", {})
+    monkeypatch.setattr(_matmul_routes, "dots_launcher",
+                        lambda *args, make=_matmul_routes.dots_launcher: taken.append(1) or make(*args))
+    column_major = ("C", "C") if m == 1 else ("F", "C")
+    for orders in (column_major, ("F", "F") if m == 1 else ("C", "C")):
+        a, b = random_array((m, k), dtype, orders[0]), random_array((k, n), dtype, orders[1])
+        out = poisoned((m, n), dtype)
+        cudakit.matmul(a, b, out=out)
+        assert_close(out, ref64(a, b), dtype, k, f"{mkn} {orders}")
+        assert len(taken) == 1, orders  # the dots kernel for the first layout only
+
+
+SHORT_K_F64 = [(3288, 4, 4001), (220, 2, 7333), (17, 32, 3000), (999, 1, 1001), (2617, 23, 389), (40, 9, 70)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mkn", SHORT_K_F64, ids=str)
+def test_float64_with_a_short_k_takes_the_small_product_kernel(mkn, monkeypatch):
+    """FP64 products no deeper than SHORT_K_F64 (beside the skinny and dots ones): the small-product kernel, on
+    every layout and on views with negative and non-unit strides, its output poisoned first; batches of them too."""
+    import cupy
+
+    m, k, n = mkn
+    dtype = np.float64
+    taken = []
+    monkeypatch.setattr(_matmul_routes, "_routes", {})
+    monkeypatch.setattr(_matmul_routes, "short_k_launcher",
+                        lambda *args, make=_matmul_routes.short_k_launcher: taken.append(1) or make(*args))
+    for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
+        a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
+        out = poisoned((m, n), dtype)
+        _matmul_routes._routes.clear()
+        cudakit.matmul(a, b, out=out)
+        assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
+    a, b = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
+    assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} views")
+    assert taken == [1] * 5
+    a, b = random_array((3, m, k), dtype), random_array((k, n), dtype)  # a batch, B broadcast
+    out = poisoned((3, m, n), dtype)
+    cudakit.matmul(a, b, out=out)
+    assert_close(out, cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), dtype, k, f"{mkn} batch")
+    assert _matmul_batch.small_tile(m, n, k, 8) is not None
 
 
 def test_dots_plan_cuts_k_into_whole_strides():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
 
 import cupy
@@ -19,6 +20,7 @@ import numpy as np
 
 import cudakit
 from cudakit import _matmul_batch, _tune
+from cudakit._compile import launch
 from cudakit.bench import timing
 from cudakit.bench.base import Case
 from cudakit.bench.registry import BENCHES
@@ -38,15 +40,16 @@ def plan_name(A, B) -> str:
     """The fast variant's path for a 2-D product, as _matmul_routes.run_fast decides it."""
     m, k = A.shape
     n = B.shape[1]
+    dev = cupy.cuda.runtime.getDevice()
+    if (max(m, n) <= routes.DOTS_MAX_SIDE and (min(m, n) > 1 or routes._unvectorised_columns(A, B))
+            and routes.dots_plan(m, k, n, routes._dots_resident(A.dtype, dev))):
+        return "dots"
+    if routes.skinny_plan(m, k, n, A.itemsize):
+        return "skinny"
     if m == 1 or n == 1:
         return "matvec"
-    long_op, line_axis = (A, 0) if n <= m else (B, 1)
-    along_k = long_op.strides[1 - line_axis] == A.itemsize and long_op.strides[line_axis] != A.itemsize
-    if routes.skinny_plan(m, k, n, A.itemsize, along_k):
-        return "skinny"
-    dev = cupy.cuda.runtime.getDevice()
-    if max(m, n) <= routes.DOTS_MAX_SIDE and routes.dots_plan(m, k, n, routes._dots_resident(A.dtype, dev)):
-        return "dots"
+    if A.dtype == np.float64 and k <= getattr(_matmul_batch, "SHORT_K_F64", 0):
+        return "short_k"
     if not hasattr(mm, "plan"):  # an older tree, timed for comparison
         return "?"
     tile, splits, _ = mm.plan(dev, A.dtype, m, n, k)
@@ -78,7 +81,19 @@ def entries(case, s, fast_only=False):
     if dtype == np.float64 and cc >= 80:  # the pipelined FP64 tensor-core kernel (_dmma)
         from cudakit import _dmma
         out.append(("dmma_pipelined", lambda x: _dmma.run(x["A"], x["B"], x["out"])))
-    for t in tiles:
+    skinny = routes.skinny_plan(m, k, n, dtype.itemsize)
+    if skinny:
+        out.append(("skinny", lambda x: routes.run_skinny(x["A"], x["B"], x["out"], *skinny)))
+    if max(m, n) <= routes.DOTS_MAX_SIDE:
+        dots = routes.dots_plan(m, k, n, routes._dots_resident(dtype, cupy.cuda.runtime.getDevice()))
+        if dots:
+            out.append(("dots", lambda x: routes.run_dots(x["A"], x["B"], x["out"], *dots)))
+    if k <= _matmul_batch.SMALL_MAX_K:  # the small-product kernel as one product
+        for tile in _matmul_batch.SMALL_TILES:
+            if dtype.itemsize == 4 or tile not in _matmul_batch.SMALL_WIDE:
+                out.append((f"small_{tile[0]}x{tile[1]}", lambda x, tile=tile: [launch(*args) for args in
+                            _matmul_batch.small_launches(tile, x["A"], x["B"], x["out"].data.ptr, 1, (0, 0, 0))]))
+    for t in tiles + getattr(_tune, "NARROW_TILES", {}).get(dtype, ()):
         out.append((t.name, lambda x, t=t: mm.run_fast_tile(t, x["A"], x["B"], x["out"])))
         for sp in SPLITS:
             depth = -(-k // sp)
@@ -106,7 +121,7 @@ def host_profile(fn, calls: int = 300, top: int = 8) -> str:
     return "\n".join(line for line in text.getvalue().splitlines() if line.strip())
 
 
-def one_case(case, per_call_l2: int, fast_only: bool = False, profile: bool = False) -> dict:
+def one_case(case, per_call_l2: int, fast_only: bool = False, profile: bool = False, only=None) -> dict:
     bench = BENCHES["matmul"]
     s = bench.make(case)
     ctx = bench.check_context(case, s)
@@ -117,6 +132,8 @@ def one_case(case, per_call_l2: int, fast_only: bool = False, profile: bool = Fa
     ref = lambda x: cupy.matmul(x["A"], x["B"])
     row["times"]["cupy"] = timing.measure(lambda i: ref(s), BUDGET)[0].median
     for name, fn in entries(case, s, fast_only):
+        if only is not None and name != "fast" and not re.search(only, name):
+            continue
         poison(s["out"])
         try:
             fn(s)
@@ -150,6 +167,7 @@ def main():
                     help="an extra case, e.g. float64:4096x4096x4096:CC (ORDER: A's and B's, C or F)")
     ap.add_argument("--labels", help="a file of case labels, one a line: only those cases of the seeds")
     ap.add_argument("--profile", action="store_true", help="a per-call case's host profile (cProfile, top lines)")
+    ap.add_argument("--entries", help="a regular expression: only the entries it matches (and fast) are timed")
     args = ap.parse_args()
     l2 = timing.l2_bytes(cupy.cuda.runtime.getDevice())
     labels = None if args.labels is None else {line.strip() for line in open(args.labels) if line.strip()}
@@ -162,7 +180,7 @@ def main():
         for case in (extra if seed is None else draw_cases("matmul", seed, args.count)):
             if seed is not None and labels is not None and case.label not in labels:
                 continue
-            row = one_case(case, l2, args.fast_only, args.profile)
+            row = one_case(case, l2, args.fast_only, args.profile, args.entries)
             row["seed"] = seed
             rows.append(row)
             t = row["times"]
