@@ -1,6 +1,6 @@
 """The fast matmul's route for a 2-D product: which kernel takes it, planned once per geometry and remembered.
 
-A C of at most 16 x 16 with a long k: the dots kernel (blocks summing runs of k). A side of C up to 32 with a short
+A C of at most 16 x 16 (but one row or column) with a long k: the dots kernel (blocks summing runs of k). A side of C up to 32 with a short
 k: the skinny kernel (a thread per line of C). Otherwise one row or one column: the matvec kernels (they read the
 matrix once, at memory speed). FP64 with a short k: the small-product kernel (whole rows of C per store). FP64
 products that fill the GPU: the tensor-core DMMA kernel. Everything else: the register tiles (narrow ones for a side
@@ -188,7 +188,7 @@ def _route(A, B, out):
     device_id = out.data.device_id
     if out.dtype not in (mm.F32, mm.F64):  # (16-bit and TF32 operands come here for one row or column only)
         return _matvec_route(A, B, out)
-    if max(m, n) <= DOTS_MAX_SIDE and (min(m, n) > 1 or _unvectorised_columns(A, B)):
+    if max(m, n) <= DOTS_MAX_SIDE and min(m, n) > 1:
         dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id))
         if dots:
             return dots_launcher(A, B, out, *dots)
@@ -212,13 +212,6 @@ def _route(A, B, out):
             rest = args[3:]
             return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
     return lambda A, B, out: mm.run_fast_tile(tile, A, B, out)
-
-
-def _unvectorised_columns(A, B) -> bool:
-    """Whether the matvec of a one-row or one-column product reads a column-major matrix whose columns are not whole
-    16-byte vectors (the column-major kernel then loads an element per lane: the dots kernel reads faster)."""
-    matrix = A if B.shape[1] == 1 else B.T
-    return matrix.strides[0] == matrix.itemsize and matrix.shape[0] % (16 // matrix.itemsize) != 0
 
 
 def _matvec_route(A, B, out):

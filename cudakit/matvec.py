@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import importlib
 from dataclasses import dataclass
 
@@ -31,6 +32,10 @@ COL_UNROLL = 4
 # the wide F-order shapes measured faster that way and the rest about even, for a reason not yet pinned down
 # (docs/NOTES.md, "matvec.py: column-major splits for at most 4 blocks per SM").
 COL_SPLIT_BLOCKS_PER_SM = 4
+# Column-major matrices of at most this many rows, not whole 16-byte vectors, take matvec_thin_colmajor (their run
+# read as one, in vectors): the column-major kernel would load them an element per lane.
+THIN_MAX_ROWS = 32
+THIN_MIN_VECTORS = 16  # 16-byte vectors each thread of matvec_thin_colmajor reads at least (4 rounds of its unroll)
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 # ... with as few blocks as give the same rounds of tiles, so that every block strides over as many tiles and none
 # runs a last round alone; no shape measured slower (docs/NOTES.md, "matvec.py: balanced persistent grids").
@@ -51,6 +56,7 @@ def instantiations(dtype) -> tuple[str, ...]:
     names += [instantiation("matvec_rowmajor", ct, v, g, ROW_UNROLL) for v in (True, False)
               for g in GROUPS + (FAST_THREADS,)]
     names += [instantiation("matvec_colmajor", ct, v, r, COL_UNROLL) for v in (True, False) for r in ROW_LANES]
+    names.append(instantiation("matvec_thin_colmajor", ct))
     return tuple(dict.fromkeys(names))
 
 
@@ -135,6 +141,8 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         name = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll)
         reduced = nv
         long_rows = group == 32
+    elif aligned and m % width and m <= THIN_MAX_ROWS and split and count == 1 and not knobs:
+        return _thin_plan(m, n, dtype, device_id)
     else:
         vector = aligned and m % width == 0
         mv = m // width if vector else m
@@ -169,6 +177,17 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     return Plan(name, vector, tiles, grid, chunks, chunk)
 
 
+def _thin_plan(m: int, n: int, dtype, device_id: int) -> Plan:
+    """matvec_thin_colmajor's plan: one resident wave of blocks, fewer where the run gives a thread less than
+    THIN_MIN_VECTORS, and as many as make the grid's stride over the run (FAST_THREADS * W elements a block) a
+    multiple of m."""
+    width = 16 // dtype.itemsize
+    name = instantiation("matvec_thin_colmajor", dtype)
+    unit = m // math.gcd(m, width * FAST_THREADS)  # blocks: a multiple of this
+    wanted = min(_resident_blocks(name, dtype, device_id), -(-m * n // (width * FAST_THREADS * THIN_MIN_VECTORS)))
+    return Plan(name, True, 1, -(-max(1, wanted) // unit) * unit, 1, 0)
+
+
 def _run_plan(A, x, out, p: Plan, x_rows: int = 1, x_step: int = 0):
     """x_rows, x_step (row-major A only): row r of A takes the x that starts (r // x_rows) * x_step elements on."""
     launcher(A, p, x_rows, x_step)(A.data.ptr, x.data.ptr, out.data.ptr)
@@ -179,6 +198,13 @@ def launcher(A, p: Plan, x_rows: int = 1, x_step: int = 0):
     (what matmul's one-row and one-column routes keep)."""
     m, n = A.shape
     fn = _kernel(p.kernel, A.dtype)
+    if p.kernel.startswith("matvec_thin_colmajor"):
+        sums_bytes = p.grid * m * max(4, A.itemsize)
+
+        def run_thin(a_ptr: int, x_ptr: int, out_ptr: int) -> None:
+            sums, counter = workspace(sums_bytes, counters=1)
+            launch(fn, (p.grid,), (FAST_THREADS,), (a_ptr, x_ptr, m, n, sums, out_ptr, counter))
+        return run_thin
     grid, chunk, tiles = (p.grid, p.chunks), p.chunk, p.tiles
     tail = (0, 0) if _col_major(A) else (x_rows, x_step)
     sums_bytes = p.chunks * m * max(4, A.itemsize)  # partial sums in the accumulator type (float for 16-bit types)

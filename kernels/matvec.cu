@@ -301,3 +301,99 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
         }
     }
 }
+
+// ---- Column-major A with few rows whose columns are not whole 16-byte vectors (the column-major kernel would load
+// an element per lane): A is read as what it is in memory, one contiguous run of m * n elements, in 16-byte vectors,
+// THIN_UNROLL in flight per thread. Element f of the run is A[f % m][f / m]. The grid strides over the run by a
+// multiple of m elements (the host sizes it so), so each of a thread's W elements stays on one row and its column
+// steps by a constant. A block adds its threads' sums by row in a fixed order into dst[block * m + row], and the last
+// block to finish adds the blocks' sums, a warp per row, into out (a fixed order: deterministic).
+constexpr int THIN_UNROLL = 4;
+
+template <typename T>
+__global__ void __launch_bounds__(FAST_THREADS) matvec_thin_colmajor(const T* __restrict__ A,
+        const T* __restrict__ x, index_t m, index_t n, typename Accum<T>::type* dst, T* out, unsigned int* counter) {
+    typedef typename Accum<T>::type S;
+    typedef typename Vec16<T>::type V;
+    constexpr int W = Vec16<T>::n;
+    __shared__ S sums[FAST_THREADS][W];
+    const index_t total = m * n, whole = total / W;
+    const index_t threads = (index_t)gridDim.x * FAST_THREADS;
+    const index_t first = (index_t)blockIdx.x * FAST_THREADS, g = first + threadIdx.x;
+    const index_t col_step = threads * W / m;
+    index_t col[W];
+    S acc[W];
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+        col[i] = (g * W + i) / m;
+        acc[i] = 0;
+    }
+    const V* vectors = reinterpret_cast<const V*>(A);
+    index_t v = g;
+    for (; v + (THIN_UNROLL - 1) * threads < whole; v += THIN_UNROLL * threads) {
+        V a[THIN_UNROLL];
+#pragma unroll
+        for (int u = 0; u < THIN_UNROLL; ++u) a[u] = __ldcs(vectors + v + u * threads);
+#pragma unroll
+        for (int u = 0; u < THIN_UNROLL; ++u) {
+            const T* e = reinterpret_cast<const T*>(&a[u]);
+#pragma unroll
+            for (int i = 0; i < W; ++i) acc[i] += to_float(e[i]) * to_float(__ldg(x + col[i] + u * col_step));
+        }
+#pragma unroll
+        for (int i = 0; i < W; ++i) col[i] += THIN_UNROLL * col_step;
+    }
+    for (; v < whole; v += threads) {
+        const V a = __ldcs(vectors + v);
+        const T* e = reinterpret_cast<const T*>(&a);
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+            acc[i] += to_float(e[i]) * to_float(__ldg(x + col[i]));
+            col[i] += col_step;
+        }
+    }
+    if (v == whole) {  // the run's partial last vector, by element
+#pragma unroll
+        for (int i = 0; i < W; ++i)
+            if (v * W + i < total) acc[i] += to_float(A[v * W + i]) * to_float(__ldg(x + col[i]));
+    }
+
+    // Thread t's element i lies on row (W * (first + t) + i) % m, and threads p apart share their rows (W * p is a
+    // multiple of m): threads t < p first add the sums of threads t, t + p, t + 2p, ... in order.
+    int a = (int)m, b = W;
+    while (b != 0) {  // a = gcd(m, W)
+        const int r = a % b;
+        a = b;
+        b = r;
+    }
+    const int p = (int)m / a;
+#pragma unroll
+    for (int i = 0; i < W; ++i) sums[threadIdx.x][i] = acc[i];
+    __syncthreads();
+    if (threadIdx.x < p) {
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+            S s = 0;
+            for (int t = threadIdx.x; t < FAST_THREADS; t += p) s += sums[t][i];
+            sums[threadIdx.x][i] = s;
+        }
+    }
+    __syncthreads();
+    const int base = (int)(first * W % m);
+    for (int r = threadIdx.x; r < m; r += FAST_THREADS) {
+        S s = 0;
+        for (int t = 0; t < p; ++t)
+#pragma unroll
+            for (int i = 0; i < W; ++i)
+                if ((base + t * W + i) % m == r) s += sums[t][i];
+        dst[blockIdx.x * m + r] = s;
+    }
+    if (!last_to_arrive(counter, gridDim.x)) return;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;  // a warp per row: lanes stride over the blocks
+    for (int r = warp; r < m; r += FAST_THREADS / 32) {
+        S s = 0;
+        for (unsigned int b = lane; b < gridDim.x; b += 32) s += __ldcg(dst + (index_t)b * m + r);
+        s = warp_sum(s);
+        if (lane == 0) out[r] = from_float<T>(s);
+    }
+}

@@ -133,6 +133,24 @@ def test_matvec_transposed_strided_and_misaligned_views(variant, dtype):
         _check_result(A, x, variant, what)
 
 
+THIN = [(3, 100_003), (9, 127_977), (31, 4099), (13, 1), (5, 7), (10, 1 << 20), (17, 65_537), (30, 333)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [np.float16])
+def test_few_row_column_major_matrices_are_read_as_one_run(dtype):
+    """An F-order A of at most THIN_MAX_ROWS rows that are not whole 16-byte vectors: the thin kernel, which reads A
+    as one contiguous run, right on every row and column (a partial last vector included) and the same bits on a
+    second call."""
+    width = 16 // np.dtype(dtype).itemsize
+    for m, n in THIN:
+        n = min(n, 20_011) if dtype == np.float16 else n  # (sums past 65504 overflow float16)
+        A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
+        assert ("thin" in mv.plan(A, x).kernel) == (m % width != 0 and n > 1), (m, n)  # (n = 1: C order too)
+        _check_result(A, x, "fast", f"thin {m}x{n}")
+        first = cudakit.matvec(A, x).copy()
+        assert bool((cudakit.matvec(A, x) == first).all()), (m, n)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_matvec_is_deterministic(variant):
     for shape, order in [((16, 1 << 16), "C"), ((1 << 16, 16), "F"), ((4097, 4097), "C")]:

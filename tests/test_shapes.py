@@ -261,24 +261,18 @@ def test_tiny_c_with_long_k_takes_the_dots_kernel(dtype, mkn, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("mkn", [(1, 127_977, 9), (13, 86_469, 1)], ids=str)
-def test_one_row_or_column_of_a_tiny_c_takes_the_dots_kernel_where_matvec_would_load_by_element(dtype, mkn,
-                                                                                                  monkeypatch):
-    """One row of C times a C-order B (or one column from an F-order A) whose tiny side is not whole 16-byte vectors:
-    the column-major matvec would load an element per lane, so the dots kernel takes it; the other layout reads
-    rows on the row-major matvec."""
+@pytest.mark.parametrize("mkn", [(1, 127_977, 9), (13, 86_469, 1), (1, 1_000_003, 3)], ids=str)
+def test_one_row_or_column_of_c_reads_a_column_major_operand_as_one_run(dtype, mkn):
+    """One row of C times a C-order B (or one column from an F-order A) whose short side is not whole 16-byte
+    vectors: the thin column-major matvec kernel, which reads the operand as one contiguous run."""
     m, k, n = mkn
-    taken = []
-    monkeypatch.setattr(_matmul_routes, "_routes", {})
-    monkeypatch.setattr(_matmul_routes, "dots_launcher",
-                        lambda *args, make=_matmul_routes.dots_launcher: taken.append(1) or make(*args))
-    column_major = ("C", "C") if m == 1 else ("F", "C")
-    for orders in (column_major, ("F", "F") if m == 1 else ("C", "C")):
-        a, b = random_array((m, k), dtype, orders[0]), random_array((k, n), dtype, orders[1])
-        out = poisoned((m, n), dtype)
-        cudakit.matmul(a, b, out=out)
-        assert_close(out, ref64(a, b), dtype, k, f"{mkn} {orders}")
-        assert len(taken) == 1, orders  # the dots kernel for the first layout only
+    mv = importlib.import_module("cudakit.matvec")
+    a, b = random_array((m, k), dtype, "C" if m == 1 else "F"), random_array((k, n), dtype)
+    matrix, vector = (a, b[:, 0]) if n == 1 else (b.T, a[0])
+    assert "thin" in mv.plan(matrix, vector).kernel
+    out = poisoned((m, n), dtype)
+    cudakit.matmul(a, b, out=out)
+    assert_close(out, ref64(a, b), dtype, k, f"{mkn}")
 
 
 SHORT_K_F64 = [(3288, 4, 4001), (220, 2, 7333), (17, 32, 3000), (999, 1, 1001), (2617, 23, 389), (40, 9, 70)]
@@ -310,7 +304,7 @@ def test_float64_with_a_short_k_takes_the_small_product_kernel(mkn, monkeypatch)
     out = poisoned((3, m, n), dtype)
     cudakit.matmul(a, b, out=out)
     assert_close(out, cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), dtype, k, f"{mkn} batch")
-    assert _matmul_batch.small_tile(m, n, k, 8) is not None
+    assert (_matmul_batch.small_tile(m, n, k, 8) is not None) == (k <= _matmul_batch.SHORT_K_F64_BATCH)
 
 
 def test_dots_plan_cuts_k_into_whole_strides():

@@ -41,7 +41,7 @@ def plan_name(A, B) -> str:
     m, k = A.shape
     n = B.shape[1]
     dev = cupy.cuda.runtime.getDevice()
-    if (max(m, n) <= routes.DOTS_MAX_SIDE and (min(m, n) > 1 or routes._unvectorised_columns(A, B))
+    if (max(m, n) <= routes.DOTS_MAX_SIDE and min(m, n) > 1
             and routes.dots_plan(m, k, n, routes._dots_resident(A.dtype, dev))):
         return "dots"
     if routes.skinny_plan(m, k, n, A.itemsize):
@@ -81,6 +81,8 @@ def entries(case, s, fast_only=False):
     if dtype == np.float64 and cc >= 80:  # the pipelined FP64 tensor-core kernel (_dmma)
         from cudakit import _dmma
         out.append(("dmma_pipelined", lambda x: _dmma.run(x["A"], x["B"], x["out"])))
+    if m == 1 or n == 1:
+        out.append(("matvec", lambda x: routes._matvec_product(x["A"], x["B"], x["out"])))
     skinny = routes.skinny_plan(m, k, n, dtype.itemsize)
     if skinny:
         out.append(("skinny", lambda x: routes.run_skinny(x["A"], x["B"], x["out"], *skinny)))
