@@ -103,10 +103,19 @@ def drop_in_shapes(small: bool) -> int:
         for order in ("C", "F"):
             cudakit.matmul(rand((129, 20001), dtype, order), rand((20001, 127), dtype, order), check=True)
             runs += 1
-        for m, k, n in ((4099, 3, 7), (4097, 24, 32), (9, 5, 4100), (31, 20, 4101),  # the skinny kernel, both ways
-                        (8, 5000, 13), (3, 9001, 16)):  # the dots kernel
+        for m, k, n in ((4099, 3, 7), (4097, 14, 32), (9, 5, 4100), (31, 12, 4101),  # the skinny kernel, both ways
+                        (8, 5000, 13), (3, 9001, 16),  # the dots kernel
+                        (131, 2049, 9), (9, 2049, 131), (67, 3001, 29), (29, 3001, 67),  # narrow tiles, split k
+                        (300, 7, 301), (1, 9001, 9), (13, 9001, 1)):  # short k (FP64); the thin matvec kernel
             for order in ("C", "F"):
                 cudakit.matmul(rand((m, k), dtype, order), rand((k, n), dtype, order), check=True)
+                runs += 1
+        for tile in _tune.NARROW_TILES[np.dtype(dtype)]:  # each narrow tile with partial tiles and a partial slice
+            for oa, ob in (("C", "C"), ("F", "F")):
+                a, b = rand((tile.bm + 3, 3 * tile.bk + 5), dtype, oa), rand((3 * tile.bk + 5, tile.bn + 5), dtype, ob)
+                out = cupy.empty((tile.bm + 3, tile.bn + 5), dtype)
+                matmul.run_tile(tile, a, b, out)
+                _check.verify("matmul", tile.name, out, a, b, np.dtype(dtype), a.shape[1])
                 runs += 1
         cudakit.matvec(rand((3, 40, 33), dtype), rand((3, 33), dtype), check=True)
         cudakit.matvec(rand((3, 40, 33), dtype), rand(33, dtype), check=True)
