@@ -195,6 +195,25 @@ def test_one_row_and_long_k_products(dtype, mkn):
         assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
 
 
+def routed_on_every_layout(launcher: str, mkn, dtype, monkeypatch, views, record=lambda args: 1) -> list:
+    """cudakit.matmul on the four layouts of an m x k x n product, then on `views` (A, B) of it, each against
+    float64 into a poisoned output, every route planned afresh; returns record(args) of each call of
+    _matmul_routes.<launcher> (the route's maker) that the products made."""
+    m, k, n = mkn
+    taken, make = [], getattr(_matmul_routes, launcher)
+    monkeypatch.setattr(_matmul_routes, "_routes", {})
+    monkeypatch.setattr(_matmul_routes, launcher, lambda *args: taken.append(record(args)) or make(*args))
+    for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
+        a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
+        out = poisoned((m, n), dtype)
+        _matmul_routes._routes.clear()  # (with k = 1 two layouts have the same strides: one route)
+        cudakit.matmul(a, b, out=out)
+        assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
+    a, b = views
+    assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} views")
+    return taken
+
+
 SKINNY = [(5000, 3, 7), (4099, 14, 18), (3, 11, 70_001), (17, 1, 9000), (4096, 16, 32), (33_000, 5, 2),
           (31, 12, 4100), (8191, 9, 9), (250_000, 9, 1), (1, 10, 160_001)]
 
@@ -209,19 +228,8 @@ def test_skinny_products_take_the_skinny_kernel(dtype, mkn, monkeypatch):
 
     m, k, n = mkn
     assert _matmul_routes.skinny_plan(m, k, n, np.dtype(dtype).itemsize) is not None, mkn
-    taken = []
-    monkeypatch.setattr(_matmul_routes, "_routes", {})  # (each geometry's route planned afresh)
-    monkeypatch.setattr(_matmul_routes, "skinny_launcher",
-                        lambda *args, make=_matmul_routes.skinny_launcher: taken.append(1) or make(*args))
-    for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
-        a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
-        out = poisoned((m, n), dtype)
-        _matmul_routes._routes.clear()  # (with k = 1 two layouts have the same strides: one route)
-        cudakit.matmul(a, b, out=out)
-        assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
     a, b = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
-    assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} views")
-    assert taken == [1] * 5
+    assert routed_on_every_layout("skinny_launcher", mkn, dtype, monkeypatch, (a, b)) == [1] * 5
     with cupy.cuda.Stream():  # the caller's stream
         assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} side stream")
 
@@ -244,18 +252,8 @@ DOTS = [(8, 100_003, 13), (16, 70_001, 16), (2, 4096, 2), (3, 50_000, 9), (16, 4
 @pytest.mark.parametrize("mkn", DOTS, ids=str)
 def test_tiny_c_with_long_k_takes_the_dots_kernel(dtype, mkn, monkeypatch):
     m, k, n = mkn
-    taken = []
-    monkeypatch.setattr(_matmul_routes, "_routes", {})  # (each geometry's route planned afresh)
-    monkeypatch.setattr(_matmul_routes, "dots_launcher",
-                        lambda *args, make=_matmul_routes.dots_launcher: taken.append(args[3]) or make(*args))
-    for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
-        a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
-        out = poisoned((m, n), dtype)
-        _matmul_routes._routes.clear()
-        cudakit.matmul(a, b, out=out)
-        assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
-    a, b = random_array((2 * m, k), dtype)[::-2], random_array((k, 3 * n), dtype)[:, ::3]
-    assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} views")
+    views = random_array((2 * m, k), dtype)[::-2], random_array((k, 3 * n), dtype)[:, ::3]
+    taken = routed_on_every_layout("dots_launcher", mkn, dtype, monkeypatch, views, record=lambda args: args[3])
     assert len(taken) == 5 and all(runs > 1 for runs in taken)
 
 
@@ -287,19 +285,8 @@ def test_float64_with_a_short_k_takes_the_small_product_kernel(mkn, monkeypatch)
 
     m, k, n = mkn
     dtype = np.float64
-    taken = []
-    monkeypatch.setattr(_matmul_routes, "_routes", {})
-    monkeypatch.setattr(_matmul_routes, "short_k_launcher",
-                        lambda *args, make=_matmul_routes.short_k_launcher: taken.append(1) or make(*args))
-    for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
-        a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
-        out = poisoned((m, n), dtype)
-        _matmul_routes._routes.clear()
-        cudakit.matmul(a, b, out=out)
-        assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
-    a, b = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
-    assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} views")
-    assert taken == [1] * 5
+    views = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
+    assert routed_on_every_layout("short_k_launcher", mkn, dtype, monkeypatch, views) == [1] * 5
     a, b = random_array((3, m, k), dtype), random_array((k, n), dtype)  # a batch, B broadcast
     out = poisoned((3, m, n), dtype)
     cudakit.matmul(a, b, out=out)
