@@ -1,10 +1,10 @@
 """The fast matmul's route for a 2-D product: which kernel takes it, planned once per geometry and remembered.
 
-A C of at most 16 x 16 (but one row or column) with a long k: the dots kernel (blocks summing runs of k). A side of C up to 32 with a short
-k: the skinny kernel (a thread per line of C). Otherwise one row or one column: the matvec kernels (they read the
-matrix once, at memory speed). FP64 with a short k: the small-product kernel (whole rows of C per store). FP64
-products that fill the GPU: the tensor-core DMMA kernel. Everything else: the register tiles (narrow ones for a side
-of C up to 32) and split of k that matmul's time model picks.
+A C of at most 16 x 16 (not one row or column) with a long k: the dots kernel (blocks summing runs of k). A side of
+C up to 32 with a short k: the skinny kernel (a thread per line of C). Otherwise one row or one column: the matvec
+kernels (they read the matrix once, at memory speed). FP64 with a short k: the small-product kernel (whole rows of
+C per store). FP64 products that fill the GPU: the tensor-core DMMA kernel. Everything else: the register tiles
+(narrow ones for a side of C up to 32) and the split of k that matmul's time model picks.
 """
 from __future__ import annotations
 
@@ -186,7 +186,7 @@ def _route(A, B, out):
     m, k = A.shape
     n = B.shape[1]
     device_id = out.data.device_id
-    if out.dtype not in (mm.F32, mm.F64):  # (16-bit and TF32 operands come here for one row or column only)
+    if out.dtype not in (mm.F32, mm.F64):  # (16-bit operands come here for one row or column only)
         return _matvec_route(A, B, out)
     if max(m, n) <= DOTS_MAX_SIDE and min(m, n) > 1:
         dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id))

@@ -267,14 +267,9 @@ def split_k_launcher(tile: Tile, A, B, out, splits: int, depth: int):
     return run
 
 
-def sum_partials(out, partials: int, splits: int) -> None:
-    """out = the sum of `splits` partial results laid one after the other from the device address `partials`,
-    added in a fixed order (deterministic)."""
-    partials_adder(out, splits)(out.data.ptr, partials)
-
-
 def partials_adder(out, splits: int):
-    """f(out's address, partials' address): sum_partials's launch for an output of out's size and dtype."""
+    """f(out's address, partials' address): the launch that adds `splits` partial results laid one after the other
+    (out's size each) into out, in a fixed order (deterministic)."""
     fn = kernel(FAMILY, instantiation("splitk_sum", out.dtype), seed_instantiations(out.dtype))
     size = out.size
     grid = (min(-(-size // 256), sm_count(out.data.device_id) * 8),)
@@ -282,10 +277,7 @@ def partials_adder(out, splits: int):
 
 
 def _fixed(tiles: dict):
-    def run(A, B, out):
-        run_tile(tiles[out.dtype], A, B, out)
-
-    return run
+    return lambda A, B, out: run_tile(tiles[out.dtype], A, B, out)
 
 
 def aligned_operand(x, row_axis: int):
@@ -309,7 +301,6 @@ def run_fast_tile(tile: Tile, A, B, out) -> None:
     if min(A.shape[0], B.shape[1]) >= PAD_MIN_DIM:
         A, B = aligned_operand(A, 0), aligned_operand(B, 1)
     run_tile(tile, A, B, out, split=True)
-
 
 
 VARIANTS = register(FAMILY, [

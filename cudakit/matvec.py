@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import functools
-import math
 import importlib
+import math
 from dataclasses import dataclass
 
 import cupy

@@ -256,9 +256,7 @@ def _letterbox_fast(job: LetterboxJob):
 
 
 def _runner(resize_fn, letterbox_fn):
-    def run(job):
-        return letterbox_fn(job) if isinstance(job, LetterboxJob) else resize_fn(*job)
-    return run
+    return lambda job: letterbox_fn(job) if isinstance(job, LetterboxJob) else resize_fn(*job)
 
 
 VARIANTS = register(FAMILY, [
