@@ -203,6 +203,38 @@ def test_derive_fractions_speedups_and_verdicts():
     assert "median_s" not in by["matmul", "MatmulKernel"]
 
 
+def test_paired_rows_are_timed_again_in_turn_with_the_reference(monkeypatch):
+    """The rows a goal names and the reference alternate ALTERNATIONS more times; each keeps the median of its
+    rounds, and the table says so."""
+    order, times = [], {"fast": iter([3.0, 1.0, 2.0]), "cupy.matmul (cuBLAS)": iter([5.0, 7.0, 6.0])}
+
+    class Stats:
+        def __init__(self, median):
+            self.median = median
+
+    def fake_measure(call, budget, **kw):
+        name = call(0)
+        order.append(name)
+        return Stats(next(times[name])), []
+
+    monkeypatch.setattr(runner, "measure", fake_measure)
+    monkeypatch.setattr(runner, "ALTERNATIONS", 3)
+    rows = [{"name": "fast", "kind": "fast", "median_s": 4.0}, {"name": "wgmma", "kind": "step", "median_s": 9.0},
+            {"name": "cupy.matmul (cuBLAS)", "kind": "reference", "median_s": 8.0}]
+    calls = {r["name"]: (lambda s, name=r["name"]: name) for r in rows}
+    runner.Runner(timing.Budget())._alternate([rows[0], rows[2]], calls, [{}], per_call=False)
+    assert order == ["fast", "cupy.matmul (cuBLAS)"] * 3
+    assert rows[0]["median_s"] == 2.5 and rows[0]["rounds_s"] == [4.0, 3.0, 1.0, 2.0]
+    assert rows[2]["median_s"] == 6.5 and rows[1]["median_s"] == 9.0 and "rounds_s" not in rows[1]
+    res = synthetic_results()
+    for r in res["rows"]:
+        if r["op"] == "matmul" and r["name"] in ("fast", "cupy.matmul (cuBLAS)") and "median_s" in r:
+            r["rounds_s"] = [r["median_s"]] * 4
+    runner.derive(res)
+    text = rendered(render.family_table(res, "matmul")).replace("\n", " ")
+    assert "fast and the reference: each the median of 4 timings" in " ".join(text.split())
+
+
 def test_tables_show_every_row_and_its_notes():
     res = synthetic_results()
     runner.derive(res)

@@ -62,6 +62,10 @@ class OpBench:
     fraction_header = ""  # the column that reads each row against its ceiling
     error_header = "rel. error"
     roofline_marker = None  # a matplotlib marker places the headline case on the roofline
+    # Rows whose ratio to the reference a goal names: timed again ALTERNATIONS times, alternating with the
+    # reference, so that a drift of the GPU's clocks over the case (a long matrix product heats it) weighs on both
+    # sides alike; each side's time is the median of its rounds.
+    paired: tuple = ()
 
     # ---- the cases and what each one costs
     def cases(self, quick: bool) -> list[Case]:

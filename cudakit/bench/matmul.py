@@ -23,6 +23,7 @@ class MatmulBench(OpBench):
     fraction_header = "% of FMA peak"
     error_header = "rel. error†"
     roofline_marker = "^"
+    paired = ("fast", "mma_sync")
 
     def cases(self, quick):
         op, f32 = self.op, "float32"

@@ -52,6 +52,11 @@ def _footnotes(results: dict, op: str, per_call: bool) -> list[str]:
         foot.append(f"* per call: median over samples of {results['config']['batch']} back-to-back calls "
                     f"(host overhead included{floor}; inputs rotated past L2 when larger than it)")
     foot += bench.footnotes(results)
+    alternated = [r for r in results["rows"] if r["op"] == op and "rounds_s" in r]
+    if alternated:
+        names = ", ".join(sorted({r["name"] for r in alternated if r["kind"] != "reference"}))
+        foot.append(f"{names} and the reference: each the median of {len(alternated[0]['rounds_s'])} timings taken "
+                    "in turn with the other's (a drift of the clocks over a case weighs on both)")
     if bench.error_header != "exact":
         foot.append("rel. error = ‖out − ref‖ / ‖ref‖ against float64; inputs uniform in [0.5, 1.5)")
     return foot
