@@ -112,6 +112,25 @@ SHORT_K_F64_BATCH = 16
 SHORT_K_TILE = (32, 64)
 
 
+# Batches of products whose C is at most BATCH_DOTS_MAX_SIDE on both sides (not one row or column), too deep for the
+# small-product kernel, take the dots kernel: a block per 8 x 8 part of each C, its threads striding over all of k,
+# where the tiles would compute mostly padding. A C of several parts needs k of at least BATCH_DOTS_PART_DEPTH, one
+# stride of the block (16 x 16 over k = 100 ran faster on the tiles: docs/NOTES.md, "matmul: batches of a tiny C").
+# Only where the blocks fill a round of the GPU's resident ones: fewer products want k split, which the tiles do.
+BATCH_DOTS_MAX_SIDE = 16
+BATCH_DOTS_PART_DEPTH = 256
+
+
+def batch_dots_takes(m: int, k: int, n: int, count: int, device_id: int, dtype) -> bool:
+    routes = mm._matmul_routes
+    if max(m, n) > BATCH_DOTS_MAX_SIDE or min(m, n) == 1 or k <= SMALL_MAX_K:
+        return False
+    parts = -(-m // routes.DOTS_PART[0]) * -(-n // routes.DOTS_PART[1])
+    if parts > 1 and k < BATCH_DOTS_PART_DEPTH:
+        return False
+    return count * parts >= routes._dots_resident(dtype, device_id)
+
+
 def small_expression(dtype, tile: tuple[int, int]) -> str:
     return instantiation("matmul_batched_small", np.dtype(dtype), *tile, SMALL_BK)
 
@@ -162,10 +181,11 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
     small = small_tile(m, n, k, item)
     device_id, products = c.data.device_id, count * math.prod(s for s, *_ in outer)
     even = all(st % 2 == 0 for _, st_a, st_b, _ in outer for st in (st_a, st_b)) and step_a % 2 == step_b % 2 == 0
-    pipelined = (not small and c.dtype == mm.F64 and even
+    dots = not small and batch_dots_takes(m, k, n, products, device_id, c.dtype)
+    pipelined = (not small and not dots and c.dtype == mm.F64 and even
                  and mm._matmul_routes.dmma_takes_batch(m, n, k, products, device_id)
                  and _dmma.reads_in_place(a0, 0) and _dmma.reads_in_place(b0, 1))
-    tile = None if small or pipelined else mm.plan(device_id, c.dtype, m, n, k, products)[0]
+    tile = None if small or dots or pipelined else mm.plan(device_id, c.dtype, m, n, k, products)[0]
     c0 = c[(0,) * len(batch)]
     launches = []
     for idx in np.ndindex(*(size for size, *_ in outer)):
@@ -175,6 +195,8 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
         a_i, b_i, c_ptr = _shifted(a0, off_a), _shifted(b0, off_b), c0.data.ptr + off_c * item
         if small:
             launches += small_launches(small, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
+        elif dots:
+            launches += mm._matmul_routes.dots_launches(a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
         elif pipelined:  # FP64 on the pipelined tensor-core kernel
             launches += _dmma.launches(a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
         else:

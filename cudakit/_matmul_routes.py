@@ -112,7 +112,7 @@ def dots_launcher(A, B, out, runs: int, run: int):
     item = A.itemsize
     fn = kernel(mm.FAMILY, instantiation("matmul_dots", A.dtype, *DOTS_PART), mm.seed_instantiations(A.dtype))
     grid, block = (runs, -(-m // DOTS_PART[0]), -(-n // DOTS_PART[1])), (DOTS_THREADS,)
-    rest = (m, n, k, run, *(st // item for st in A.strides + B.strides))
+    rest = (m, n, k, run, *(st // item for st in A.strides + B.strides), 1, 0, 0)  # (a batch of one product)
     if runs == 1:
         return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest)
     partial_bytes, add = runs * m * n * item, mm.partials_adder(out, runs)
@@ -122,6 +122,20 @@ def dots_launcher(A, B, out, runs: int, run: int):
         launch(fn, grid, block, (A.data.ptr, B.data.ptr, partials) + rest)
         add(out.data.ptr, partials)
     return launch_split
+
+
+def dots_launches(a0, b0, c_ptr: int, count: int, steps: tuple[int, int, int]) -> list:
+    """The launch of `count` products on the dots kernel, each block summing all of k for an 8 x 8 part of one C:
+    a0 and b0 the first product's operands, `steps` the elements between consecutive products' A, B and C (C's: one
+    C after the other)."""
+    m, k = a0.shape
+    n = b0.shape[1]
+    item = a0.itemsize
+    assert count == 1 or steps[2] == m * n, "the dots kernel writes a batch's Cs one after the other"
+    fn = kernel(mm.FAMILY, instantiation("matmul_dots", a0.dtype, *DOTS_PART), mm.seed_instantiations(a0.dtype))
+    grid = (count, -(-m // DOTS_PART[0]), -(-n // DOTS_PART[1]))
+    return [(fn, grid, (DOTS_THREADS,), (a0.data.ptr, b0.data.ptr, c_ptr, m, n, k, k,
+                                         *(st // item for st in a0.strides + b0.strides), count, *steps[:2]), 0)]
 
 
 def _dots_resident(dtype, device_id: int) -> int:

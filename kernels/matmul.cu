@@ -761,23 +761,42 @@ __global__ void __launch_bounds__(SKINNY_THREADS) matmul_skinny(const T* __restr
 }
 
 // ---- Tiny C, long k: each block takes a run of k for one DM x DN part of C, its threads striding over that run
-// (consecutive threads read consecutive k), each keeping all DM x DN sums; the block adds its threads' sums in a
-// fixed order and stores them as one partial C (partials[blockIdx.x]), which splitk_sum adds up.
+// (thread t takes k = t of every DOTS_THREADS), each keeping all DM x DN sums; the block adds its threads' sums in a
+// fixed order and stores them as one partial C (partials[blockIdx.x]), which splitk_sum adds up. A batch of
+// `count` products, batch_a and batch_b elements apart, numbers its blocks run by run, product by product
+// (blockIdx.x = run * count + product), so that the partials of one run are the batch's Cs one after the other:
+// for one run, C itself.
 constexpr int DOTS_THREADS = 256;
 
+// One step of a warp's reduce-scatter over the first 2 * HALF of acc: a lane keeps the upper half where its bit
+// `o` is set (else the lower) and adds its partner's (lane ^ o) copy of that half, into acc[0, HALF).
+template <int HALF, typename T>
+__device__ __forceinline__ void dots_halve(T* acc, int lane, int o) {
+    const bool upper = lane & o;
+#pragma unroll
+    for (int e = 0; e < HALF; ++e) {
+        const T send = upper ? acc[e] : acc[e + HALF];
+        acc[e] = (upper ? acc[e + HALF] : acc[e]) + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+}
+
 template <typename T, int DM, int DN>
-__global__ void __launch_bounds__(DOTS_THREADS) matmul_dots(const T* __restrict__ A, const T* __restrict__ B,
-    T* __restrict__ partials, index_t m, index_t n, index_t k, index_t run, index_t a_m, index_t a_k, index_t b_k,
-    index_t b_n) {
-    __shared__ T warp_sums[DOTS_THREADS / 32][DM * DN];
+__global__ void __launch_bounds__(DOTS_THREADS, sizeof(T) == 4 ? 2 : 1) matmul_dots(const T* __restrict__ A,
+    const T* __restrict__ B, T* __restrict__ partials, index_t m, index_t n, index_t k, index_t run, index_t a_m,
+    index_t a_k, index_t b_k, index_t b_n, index_t count, index_t batch_a, index_t batch_b) {
+    constexpr int SUMS = DM * DN, WARPS = DOTS_THREADS / 32;
+    static_assert(SUMS % 32 == 0, "the warp's reduce-scatter leaves each lane SUMS / 32 sums");
+    __shared__ T warp_sums[WARPS][SUMS];
+    const index_t product = (index_t)blockIdx.x % count, r = (index_t)blockIdx.x / count;
+    A += product * batch_a;
+    B += product * batch_b;
     const index_t i0 = (index_t)blockIdx.y * DM, j0 = (index_t)blockIdx.z * DN;
-    const index_t k_end = (index_t)(blockIdx.x + 1) * run < k ? (index_t)(blockIdx.x + 1) * run : k;
-    T acc[DM][DN];
+    const index_t k_end = (r + 1) * run < k ? (r + 1) * run : k;
+    const int t = threadIdx.x;
+    T acc[SUMS];
 #pragma unroll
-    for (int i = 0; i < DM; ++i)
-#pragma unroll
-        for (int j = 0; j < DN; ++j) acc[i][j] = T(0);
-    for (index_t kk = (index_t)blockIdx.x * run + threadIdx.x; kk < k_end; kk += DOTS_THREADS) {
+    for (int e = 0; e < SUMS; ++e) acc[e] = T(0);
+    for (index_t kk = r * run + t; kk < k_end; kk += DOTS_THREADS) {
         T a[DM], b[DN];
 #pragma unroll
         for (int i = 0; i < DM; ++i) a[i] = i0 + i < m ? __ldg(A + (i0 + i) * a_m + kk * a_k) : T(0);
@@ -786,23 +805,32 @@ __global__ void __launch_bounds__(DOTS_THREADS) matmul_dots(const T* __restrict_
 #pragma unroll
         for (int i = 0; i < DM; ++i)
 #pragma unroll
-            for (int j = 0; j < DN; ++j) acc[i][j] += a[i] * b[j];
+            for (int j = 0; j < DN; ++j) acc[i * DN + j] += a[i] * b[j];
     }
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    // Reduce-scatter across the warp (dots_halve five times): each lane ends with SUMS / 32 of the warp's totals,
+    // from sum e0 on, e0 spelled out by the lane's bits. Warps past the run's end hold only zeros: they skip it,
+    // and the block's sum leaves them out.
+    const int warp = t / 32, lane = t % 32;
+    const index_t lines = k_end - r * run;
+    const int busy = lines < DOTS_THREADS ? (int)(lines + 31) / 32 : WARPS;
+    if (warp < busy) {
+        dots_halve<SUMS / 2>(acc, lane, 16);
+        dots_halve<SUMS / 4>(acc, lane, 8);
+        dots_halve<SUMS / 8>(acc, lane, 4);
+        dots_halve<SUMS / 16>(acc, lane, 2);
+        dots_halve<SUMS / 32>(acc, lane, 1);
+        const int e0 = (lane & 16 ? SUMS / 2 : 0) + (lane & 8 ? SUMS / 4 : 0) + (lane & 4 ? SUMS / 8 : 0) +
+                       (lane & 2 ? SUMS / 16 : 0) + (lane & 1 ? SUMS / 32 : 0);
 #pragma unroll
-    for (int i = 0; i < DM; ++i)
-#pragma unroll
-        for (int j = 0; j < DN; ++j) {
-            const T s = warp_sum(acc[i][j]);
-            if (lane == 0) warp_sums[warp][i * DN + j] = s;
-        }
+        for (int e = 0; e < SUMS / 32; ++e) warp_sums[warp][e0 + e] = acc[e];
+    }
     __syncthreads();
-    for (int e = threadIdx.x; e < DM * DN; e += DOTS_THREADS) {
+    for (int e = t; e < SUMS; e += DOTS_THREADS) {
         const index_t i = i0 + e / DN, j = j0 + e % DN;
         if (i < m && j < n) {
-            T s = warp_sums[0][e];
-            for (int w = 1; w < DOTS_THREADS / 32; ++w) s += warp_sums[w][e];
-            partials[(index_t)blockIdx.x * m * n + i * n + j] = s;
+            T sum = warp_sums[0][e];
+            for (int w = 1; w < busy; ++w) sum += warp_sums[w][e];
+            partials[(index_t)blockIdx.x * m * n + i * n + j] = sum;
         }
     }
 }

@@ -418,6 +418,53 @@ def test_batches_of_small_products_take_the_small_kernel(dtype, bmkn, monkeypatc
     assert taken and set(taken) == {tile}
 
 
+DOTS_BATCHES = [(6, 753, 4), (2, 128, 2), (16, 1000, 2), (2, 500, 16), (3, 300, 5), (3, 2049, 5), (4, 4100, 8),
+                (8, 65, 8), (16, 256, 13)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mkn", DOTS_BATCHES, ids=str)
+def test_batches_of_tiny_c_with_a_deeper_k_take_the_dots_kernel(dtype, mkn, monkeypatch):
+    """A batch of products whose C is at most 16 x 16 with k past the small-product kernel's (one block's stride
+    where C has several parts), enough of them to fill the GPU: the dots kernel, a block per part of each C; C-order, F-order and broadcast operands, a batch of
+    two axes whose products are not one evenly spaced run (two launches); the output poisoned first."""
+    import cupy
+
+    m, k, n = mkn
+    parts = -(-m // _matmul_routes.DOTS_PART[0]) * -(-n // _matmul_routes.DOTS_PART[1])
+    count = 2 * -(-_matmul_routes._dots_resident(np.dtype(dtype), 0) // (2 * parts))
+    assert _matmul_batch.batch_dots_takes(m, k, n, count, 0, np.dtype(dtype))
+    assert not _matmul_batch.batch_dots_takes(m, k, n, count - 2, 0, np.dtype(dtype))
+    taken = []
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
+    monkeypatch.setattr(_matmul_routes, "dots_launches",
+                        lambda *args, make=_matmul_routes.dots_launches: taken.append(args[3]) or make(*args))
+    half = count // 2
+    operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype)),
+                (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, n, k), dtype).transpose(0, 2, 1)),
+                (random_array((m, k), dtype), random_array((count, k, n), dtype)),
+                (random_array((count, m, k), dtype), cupy.broadcast_to(random_array((k, n), dtype), (count, k, n))),
+                (random_array((2, half, m, k), dtype), random_array((1, half, k, n), dtype))]
+    for a, b in operands:
+        want = ref64(a, b)
+        out = poisoned(want.shape, dtype)
+        assert cudakit.matmul(a, b, out=out) is out
+        assert_close(out, want, dtype, k, f"{mkn} {a.shape} {a.strides} {b.shape} {b.strides}")
+    assert taken == [count] * 4 + [half] * 2
+
+
+def test_the_dots_kernel_takes_batches_of_tiny_c_past_the_small_kernel(monkeypatch):
+    monkeypatch.setattr(_matmul_routes, "_dots_resident", lambda dtype, device_id: 1000)
+    dots = lambda m, k, n, count: _matmul_batch.batch_dots_takes(m, k, n, count, 0, np.dtype(np.float32))
+    assert dots(6, 753, 4, 1000) and not dots(6, 753, 4, 999)  # a round of resident blocks at least
+    assert dots(9, 753, 16, 250) and not dots(9, 753, 16, 249)  # four 8 x 8 parts a product
+    assert dots(8, 65, 8, 5000) and not dots(8, 64, 8, 5000)  # k = 64: the small-product kernel's
+    assert dots(9, 256, 9, 5000) and not dots(9, 255, 9, 5000)  # several parts: one block's stride of k at least
+    assert not dots(17, 753, 4, 5000) and not dots(4, 753, 17, 5000)  # a side past 16: the tiles
+    assert not dots(1, 753, 4, 5000) and not dots(6, 753, 1, 5000)  # one row or column: the matvec kernels
+
+
 def test_the_small_kernel_takes_short_k_and_small_c_and_pads_c_least():
     assert _matmul_batch.small_tile(32, 32, 32) == (32, 32)
     assert _matmul_batch.small_tile(1, 149, 3) == (8, 128)

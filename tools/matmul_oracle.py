@@ -64,16 +64,26 @@ def entries(case, s, fast_only=False):
     if fast_only:
         return out
     tiles = _tune.candidates(dtype, cc)
-    if len(case.dims) == 4:  # a batch: each tile as the batched path would launch it
+    if len(case.dims) == 4 and min(case.dims[1], case.dims[3]) > 1 and max(case.dims[1], case.dims[3]) <= 64:
+        def run_dots(x):  # the dots kernel on the batch (one launch; C at most 64 x 64 here, in 8 x 8 parts)
+            A, B = x["A"], x["B"]
+            item, count = A.itemsize, case.dims[0]
+            steps = tuple(y.strides[0] // item if y.ndim == 3 else 0 for y in (A, B)) + (A.shape[-2] * B.shape[-1],)
+            a0, b0 = (y[0] if y.ndim == 3 else y for y in (A, B))
+            for args in routes.dots_launches(a0, b0, x["out"].data.ptr, count, steps):
+                launch(*args)
+        out.append(("dots", run_dots))
+    if len(case.dims) == 4:  # a batch: each tile as the batched path would launch it (the dots kernel aside)
         for t in tiles:
             def run(x, t=t):
-                saved = _tune.choose
-                _tune.choose = lambda *a, **kw: t
+                saved = mm.plan, _matmul_batch.batch_dots_takes
+                mm.plan = lambda device_id, dtype, m, n, k, count=1: (t, 1, k)
+                _matmul_batch.batch_dots_takes = lambda *args: False
                 try:
                     _matmul_batch._BATCH_LAUNCHES.clear()
                     cudakit.matmul(x["A"], x["B"], out=x["out"], check=False)
                 finally:
-                    _tune.choose = saved
+                    mm.plan, _matmul_batch.batch_dots_takes = saved
                     _matmul_batch._BATCH_LAUNCHES.clear()
             out.append((t.name, run))
         return out

@@ -11,7 +11,7 @@ import numpy as np
 
 import cudakit
 import cudakit.testing
-from cudakit import _check, _matmul_batch, _tune
+from cudakit import _check, _matmul_batch, _matmul_routes, _tune
 from cudakit._compile import launch
 
 matmul = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
@@ -133,6 +133,17 @@ def drop_in_shapes(small: bool) -> int:
                     launch(*args)
                 want = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
                 assert _check.relative_error(out, want) <= _check.tolerance(np.dtype(dtype), 21), (tile, oa, ob)
+                runs += 1
+        for m, k, n in ((6, 150, 4), (3, 300, 10)):  # batched dots: partial 8 x 8 parts, warps past a short k
+            for oa, ob in (("C", "C"), ("F", "F")):
+                a = rand((3, m, k), dtype) if oa == "C" else rand((3, k, m), dtype).transpose(0, 2, 1)
+                b = rand((3, k, n), dtype) if ob == "C" else rand((3, n, k), dtype).transpose(0, 2, 1)
+                out = cupy.full((3, m, n), cupy.nan, dtype)
+                steps = (a.strides[0] // a.itemsize, b.strides[0] // b.itemsize, m * n)
+                for args in _matmul_routes.dots_launches(a[0], b[0], out.data.ptr, 3, steps):
+                    launch(*args)
+                want = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
+                assert _check.relative_error(out, want) <= _check.tolerance(np.dtype(dtype), k), (m, k, n, oa, ob)
                 runs += 1
     return runs
 
