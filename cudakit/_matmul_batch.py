@@ -1,6 +1,6 @@
 """Batches of matrix products for cudakit.matmul's fast variant: operands read in place as evenly spaced runs,
-one launch per run (its launches cached per shapes and strides), and the small-product kernel for batches of
-short-k products."""
+one launch per run (its launches cached per shapes and strides), the small-product kernel for batches of short-k
+products and the dots kernel for batches of a tiny C over a deeper k."""
 from __future__ import annotations
 
 import math
