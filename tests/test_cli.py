@@ -217,7 +217,7 @@ def test_paired_rows_are_timed_again_in_turn_with_the_reference(monkeypatch):
         order.append(name)
         return Stats(next(times[name])), []
 
-    monkeypatch.setattr(runner, "measure", fake_measure)
+    monkeypatch.setattr(timing, "measure", fake_measure)
     monkeypatch.setattr(runner, "ALTERNATIONS", 3)
     rows = [{"name": "fast", "kind": "fast", "median_s": 4.0}, {"name": "wgmma", "kind": "step", "median_s": 9.0},
             {"name": "cupy.matmul (cuBLAS)", "kind": "reference", "median_s": 8.0}]

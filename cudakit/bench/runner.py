@@ -13,7 +13,7 @@ import numpy as np
 from .base import Case
 from .ceilings import measure_ceilings
 from .registry import BENCHES
-from .timing import Budget, l2_bytes, measure, sets_past_l2, WIDE_SPREAD
+from .timing import Budget, alternate, l2_bytes, measure, sets_past_l2, WIDE_SPREAD
 
 ALTERNATIONS = 3  # further rounds of a paired row and the reference, one after the other (OpBench.paired)
 
@@ -74,14 +74,11 @@ class Runner:
         rows = [r for r in rows if "median_s" in r]
         if len(rows) < 2 or rows[-1]["kind"] != "reference":
             return
-        rounds = {r["name"]: [r["median_s"]] for r in rows}
-        for _ in range(ALTERNATIONS):
-            for r in rows:
-                stats, _ = measure(lambda k, fn=calls[r["name"]]: fn(sets[k % len(sets)]), self.budget,
-                                   per_call=per_call, estimate=r["median_s"])
-                rounds[r["name"]].append(stats.median)
-        for r in rows:
-            r.update(median_s=float(np.median(rounds[r["name"]])), rounds_s=rounds[r["name"]])
+        again = alternate([lambda k, fn=calls[r["name"]]: fn(sets[k % len(sets)]) for r in rows], self.budget,
+                          ALTERNATIONS, per_call=per_call, estimates=[r["median_s"] for r in rows])
+        for r, medians in zip(rows, again):
+            rounds = [r["median_s"]] + medians
+            r.update(median_s=float(np.median(rounds)), rounds_s=rounds)
 
     def case(self, case: Case, variants) -> list[dict]:
         """Every variant on one case, then the CuPy reference (and first any ceiling the case times itself)."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .registry import BENCHES
-from .timing import Budget, l2_bytes, measure
+from .timing import Budget, alternate, l2_bytes, measure
 
 GOAL = 0.9  # every shape at least this fraction of CuPy's speed
 MAX_OPERAND_BYTES = 2 * 2**30  # a drawn shape whose operands pass this is drawn again
@@ -86,11 +86,9 @@ def sweep_case(case, device_id: int) -> dict:
 
         t_fast, t_ref = timed(lambda x: bench.call(fast, x)), timed(reference)
         if t_ref / t_fast < GOAL:
-            fast_times, ref_times = [t_fast], [t_ref]
-            for _ in range(RETIMES):
-                fast_times.append(timed(lambda x: bench.call(fast, x)))
-                ref_times.append(timed(reference))
-            t_fast, t_ref = float(np.median(fast_times)), float(np.median(ref_times))
+            fast_times, ref_times = alternate([lambda k: bench.call(fast, s), lambda k: reference(s)], BUDGET,
+                                              RETIMES, per_call=per_call)
+            t_fast, t_ref = float(np.median([t_fast] + fast_times)), float(np.median([t_ref] + ref_times))
             row["retimed"] = RETIMES
         row.update(fast_s=t_fast, reference_s=t_ref, ratio=t_ref / t_fast)
     except Exception as exc:

@@ -146,6 +146,17 @@ def measure(call, budget: Budget, *, per_call: bool = False, warm: bool = True, 
     return summarize(samples), samples
 
 
+def alternate(calls, budget: Budget, rounds: int, *, per_call: bool = False, estimates=None) -> list[list[float]]:
+    """Each of `calls` (call(k), as measure takes) timed `rounds` times, one after the other in turn, so that a drift
+    of the GPU's clocks weighs on all of them alike; returns each call's medians, round by round."""
+    estimates = estimates or [None] * len(calls)
+    medians: list[list[float]] = [[] for _ in calls]
+    for _ in range(rounds):
+        for call, estimate, out in zip(calls, estimates, medians):
+            out.append(measure(call, budget, per_call=per_call, estimate=estimate)[0].median)
+    return medians
+
+
 def replay(fn, reps: int = 10, rounds: int = 5) -> Stats:
     """Stats (seconds per call) over `rounds` replays of `reps` back-to-back calls of fn(), on a private stream.
 
