@@ -42,6 +42,12 @@ PERSISTENT = True  # one resident wave of blocks, each striding over output tile
 BALANCED = True
 MIN_STEPS = 2  # a chunk gives each lane at least this many unrolled steps
 GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row, row-major kernel
+# Row-major rows shorter than these bytes take (lanes per row, unroll) from _short_rows: the general rule (each lane
+# at least ROW_UNROLL loads) left one or two lanes on such a row, its last loads issued one after another
+# (docs/NOTES.md, "matvec.py: short rows").
+SHORT_VECTOR_ROW_BYTES = 256
+SHORT_ELEMENT_ROW_BYTES = 128
+SHORT_ROW_PLANS = ((1, 2), (2, 2), (4, 1), (4, 2), (1, 1), (2, 1), (8, 1), (8, 2))
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
 ALL_DTYPES = ("float32", "float64") + _args.HALVES  # the non-seed variants'; 16-bit: float sums, rounded once
 
@@ -55,6 +61,8 @@ def instantiations(dtype) -> tuple[str, ...]:
     names = [instantiation(k, ct, f) for k in seeds for f in (False, True)]
     names += [instantiation("matvec_rowmajor", ct, v, g, ROW_UNROLL) for v in (True, False)
               for g in GROUPS + (FAST_THREADS,)]
+    names += [instantiation("matvec_rowmajor", ct, True, g, u) for g, u in SHORT_ROW_PLANS[:4]]
+    names += [instantiation("matvec_rowmajor", ct, False, g, u) for g, u in SHORT_ROW_PLANS]
     names += [instantiation("matvec_colmajor", ct, v, r, COL_UNROLL) for v in (True, False) for r in ROW_LANES]
     names.append(instantiation("matvec_thin_colmajor", ct))
     return tuple(dict.fromkeys(names))
@@ -86,6 +94,21 @@ def _run_warp_per_row(A, x, out):
     launch(fn, (-(-m // (WARP_ROW_THREADS // 32)),), (WARP_ROW_THREADS,), (out, A, x, np.int64(m), np.int64(n)))
 
 
+def _short_rows(n: int, itemsize: int, vector: bool) -> tuple[int, int] | None:
+    """(lanes per row, unroll) for a row-major row of n elements, if it is short: by the loads it takes, 16-byte
+    vectors or elements, as measured best over rows of 2 to 16 vectors and of 3 to 30 elements."""
+    row_bytes = n * itemsize
+    if vector and row_bytes < SHORT_VECTOR_ROW_BYTES:
+        loads = row_bytes // 16
+        if loads <= 4:
+            return (1 if loads <= 2 else 2), 2
+        return 4, (1 if loads <= 6 else 2)
+    if not vector and row_bytes < SHORT_ELEMENT_ROW_BYTES:
+        lanes = 1 << max(0, round(math.log2(row_bytes / 12)))  # about 12 bytes a lane
+        return lanes, (2 if n > 3.5 * lanes else 1)
+    return None
+
+
 def _pow2_floor(v: int) -> int:
     return 1 << (max(int(v), 1).bit_length() - 1)
 
@@ -114,7 +137,8 @@ class Plan:
 def plan(A, x, *, split: bool = True, **tuning) -> Plan:
     """The fast variant's launch plan for A @ x (A C- or F-contiguous, x contiguous), cached per shape and layout.
 
-    tuning (for tools/matvec_probe.py): row_unroll, block_rows, col_unroll, persistent, balanced, blocks_per_sm.
+    tuning (for tools/matvec_probe.py): row_unroll, row_group, block_rows, col_unroll, persistent, balanced,
+    blocks_per_sm.
     """
     col_major = _col_major(A)
     aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)
@@ -134,6 +158,10 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         nv = n // width if vector else n
         unroll = knobs.get("row_unroll", ROW_UNROLL)
         group = min(32, _pow2_floor(nv // unroll))  # lanes per row: each gets >= unroll loads when it can
+        short = _short_rows(n, dtype.itemsize, bool(vector))
+        if short and not knobs:
+            group, unroll = short
+        group = knobs.get("row_group", group)
         if n * dtype.itemsize >= BLOCK_ROW_BYTES and knobs.get("block_rows", True):
             group = FAST_THREADS
         tiles = -(-m // (FAST_THREADS // group))

@@ -151,6 +151,34 @@ def test_few_row_column_major_matrices_are_read_as_one_run(dtype):
         assert bool((cudakit.matvec(A, x) == first).all()), (m, n)
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [np.float16])
+def test_short_rows_take_their_lanes_and_unroll(dtype):
+    """C-order rows shorter than SHORT_*_ROW_BYTES run on _short_rows' lanes and unroll: every row length from one
+    element to past the limit, 16-byte vectors and element loads (a view one element on), right on every row."""
+    import cupy
+
+    item = np.dtype(dtype).itemsize
+    taken = set()
+    for n in range(1, mv.SHORT_VECTOR_ROW_BYTES // item + 5):
+        m = 4099 if n < 40 else 1031
+        flat = random_array(m * n + 1, dtype)
+        for A in (flat[:-1].reshape(m, n), flat[1:].reshape(m, n)):
+            x = random_array(n, dtype)
+            p = mv.plan(A, x)
+            vector = A.data.ptr % 16 == 0 and x.data.ptr % 16 == 0 and n * item % 16 == 0
+            short = mv._short_rows(n, item, vector)
+            assert p.vector == vector, (n, p)
+            if short:
+                assert f"matvec_rowmajor<{p.kernel.split('<')[1].split(',')[0]}, {str(vector).lower()}, " \
+                       f"{short[0]}, {short[1]}>" == p.kernel, (n, short, p)
+                taken.add((vector, short))
+            _check_result(A, x, "fast", f"short rows {m}x{n} at {A.data.ptr % 16}")
+        del flat
+        cupy.get_default_memory_pool().free_all_blocks()
+    assert {s for v, s in taken if v} >= {(1, 2), (2, 2), (4, 1), (4, 2)}, taken
+    assert len({s for v, s in taken if not v}) >= 3, taken
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_matvec_is_deterministic(variant):
     for shape, order in [((16, 1 << 16), "C"), ((1 << 16, 16), "F"), ((4097, 4097), "C")]:
