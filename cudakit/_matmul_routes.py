@@ -160,19 +160,22 @@ def short_k_launcher(A, B, out):
 
 DMMA_MIN_DEPTH = 256  # shallower products keep the planner's split-k and smaller tiles
 DMMA_MIN_WAVES = 2  # tiles per SM from which the pipelined kernel beats the planner's tiles and splits
+DMMA_MIN_FILL = 0.8  # ... where its tiles fill this share of its rounds of SMs (a mostly idle last wave loses)
 
 
 def _dmma_takes(m: int, n: int, k: int, device_id: int) -> bool:
     """Whether the pipelined FP64 tensor-core kernel (_dmma) takes an m x k x n product: sm_80 and later, its tiles
-    fill every SM at least DMMA_MIN_WAVES times (a shorter grid leaves a partial last wave that the planner's smaller
-    tiles and splits of k avoid), and k is deep enough that no split of k is wanted."""
+    fill every SM at least DMMA_MIN_WAVES times and DMMA_MIN_FILL of their rounds (a shorter or ragged grid leaves a
+    partial last wave that the planner's smaller tiles and splits of k avoid), and k is deep enough that no split of k
+    is wanted."""
     return dmma_takes_batch(m, n, k, 1, device_id)
 
 
 def dmma_takes_batch(m: int, n: int, k: int, count: int, device_id: int) -> bool:
     """_dmma_takes for `count` products of m x k x n launched together (their tiles fill the waves together)."""
-    tile = _dmma.DEFAULT
-    return (k >= DMMA_MIN_DEPTH and count * -(-m // tile.bm) * -(-n // tile.bn) >= DMMA_MIN_WAVES * sm_count(device_id)
+    tile, sms = _dmma.DEFAULT, sm_count(device_id)
+    tiles = count * -(-m // tile.bm) * -(-n // tile.bn)
+    return (k >= DMMA_MIN_DEPTH and tiles >= DMMA_MIN_WAVES * sms and tiles >= DMMA_MIN_FILL * -(-tiles // sms) * sms
             and mm._compute_capability(device_id) >= 80)
 
 

@@ -151,7 +151,7 @@ TILE_TFLOPS = {
     "simt_128x256x8_t8x16_w64x64_s2_b1": 40.0, "simt_128x128x16_t16x8_w64x64_s2_b2": 38.0,
     "simt_64x64x32_t4x8_w32x32_s2_b4": 33.6, "simt_32x64x32_t4x4_w16x32_s2_b4": 28.0,
     "simt_32x64x32_t4x4_w16x32_k2_s2_b2": 28.0, "dmma_128x128x8_w64x32_s2_b1": 40.7,
-    "dmma_64x64x8_w32x32_s2_b3": 36.4, "simt_128x128x8_t8x8_w64x32_s2_b1": 21.0, "simt_64x64x8_t4x8_w32x32_s2_b2": 17.5,
+    "dmma_64x64x8_w32x32_s2_b3": 39.0, "simt_128x128x8_t8x8_w64x32_s2_b1": 21.0, "simt_64x64x8_t4x8_w32x32_s2_b2": 17.5,
     "simt_128x16x32_t4x4_w32x16_s2_b4": 22.3, "simt_16x128x32_t4x4_w16x32_s2_b4": 29.3,
     "simt_128x32x32_t4x8_w32x32_s2_b4": 32.7, "simt_32x128x32_t8x4_w32x32_s2_b4": 40.6,
     "simt_128x16x16_t8x2_w32x16_s2_b3": 14.0, "simt_16x128x16_t2x8_w16x32_s2_b3": 11.4,

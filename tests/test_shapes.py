@@ -465,6 +465,18 @@ def test_the_dots_kernel_takes_batches_of_tiny_c_past_the_small_kernel(monkeypat
     assert not dots(1, 753, 4, 5000) and not dots(6, 753, 1, 5000)  # one row or column: the matvec kernels
 
 
+def test_the_pipelined_fp64_kernel_takes_grids_of_full_waves(monkeypatch):
+    monkeypatch.setattr(_matmul_routes, "sm_count", lambda device_id: 132)
+    monkeypatch.setattr(_matmul_routes.mm, "_compute_capability", lambda device_id: 90)
+    takes = lambda m, k, n, count=1: _matmul_routes.dmma_takes_batch(m, n, k, count, 0)
+    assert takes(4096, 4096, 4096) and takes(33 * 128, 256, 8 * 128)  # 1024 tiles in 8 rounds; 264 in 2
+    assert not takes(33 * 128, 255, 8 * 128)  # a split of k is wanted
+    assert not takes(263 * 128, 256, 128)  # under two tiles an SM
+    assert not takes(3559, 4357, 1213) and not takes(28 * 128, 4357, 10 * 128)  # 280 tiles: 3 rounds, 71% full
+    assert takes(33 * 128, 4096, 10 * 128)  # 330 tiles: 3 rounds, 83% full
+    assert takes(128, 4096, 128, 1024) and not takes(128, 4096, 128, 280)  # a batch's tiles fill the rounds together
+
+
 def test_the_small_kernel_takes_short_k_and_small_c_and_pads_c_least():
     assert _matmul_batch.small_tile(32, 32, 32) == (32, 32)
     assert _matmul_batch.small_tile(1, 149, 3) == (8, 128)
