@@ -208,12 +208,12 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
 def _thin_plan(m: int, n: int, dtype, device_id: int) -> Plan:
     """matvec_thin_colmajor's plan: one resident wave of blocks, fewer where the run gives a thread less than
     THIN_MIN_VECTORS, and as many as make the grid's stride over the run (FAST_THREADS * W elements a block) a
-    multiple of m."""
+    multiple of m: rounded down, since a block past the resident wave would run alone after it."""
     width = 16 // dtype.itemsize
     name = instantiation("matvec_thin_colmajor", dtype)
     unit = m // math.gcd(m, width * FAST_THREADS)  # blocks: a multiple of this
     wanted = min(_resident_blocks(name, dtype, device_id), -(-m * n // (width * FAST_THREADS * THIN_MIN_VECTORS)))
-    return Plan(name, True, 1, -(-max(1, wanted) // unit) * unit, 1, 0)
+    return Plan(name, True, 1, max(unit, wanted // unit * unit), 1, 0)
 
 
 def _run_plan(A, x, out, p: Plan, x_rows: int = 1, x_step: int = 0):

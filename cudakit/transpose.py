@@ -188,6 +188,9 @@ THIN_SIDE = 32  # a side shorter than a warp takes the thin kernel in the fast v
 # it (docs/NOTES.md, "transpose.py: the thin kernel in words").
 THIN_SIDE_ROWS, THIN_SIDE_COLUMNS = 64, 40
 THIN_TILE_BYTES = 32768  # what one block of the thin kernel stages (docs/NOTES.md, "transpose.py: the thin kernel's tile")
+# ... at most: a transpose of fewer such tiles than this many blocks per SM stages shorter runs, so that a small one
+# spreads over the SMs instead of running on a few (docs/NOTES.md, "transpose.py: small thin transposes").
+THIN_MIN_BLOCKS_PER_SM = 2
 
 
 def thin_side(shape, itemsize: int = 8) -> int | None:
@@ -218,7 +221,8 @@ def _thin_config(shape: tuple, e: int, batch: int, words: bool, device_id: int):
     wide_in = shape[1] < shape[0]
     rows, c = (shape[0], shape[1]) if wide_in else (shape[1], shape[0])
     run = max(32, THIN_TILE_BYTES // (c * e) // 32 * 32)
-    run = min(run, -(-rows // 32) * 32)
+    wanted = -(-THIN_MIN_BLOCKS_PER_SM * sm_count(device_id) // batch)  # blocks a matrix
+    run = min(run, -(-rows // 32) * 32, max(32, -(-rows // wanted // 32) * 32))
     per_matrix = -(-rows // run)
     per_word = thin_per_word(e) if words and rows % thin_per_word(e) == 0 else 1
     fn = kernel(FAMILY, instantiation("transpose_thin", uint_ctype(e), wide_in, per_word), instantiations(e))

@@ -145,7 +145,11 @@ def test_few_row_column_major_matrices_are_read_as_one_run(dtype):
     for m, n in THIN:
         n = min(n, 20_011) if dtype == np.float16 else n  # (sums past 65504 overflow float16)
         A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
-        assert ("thin" in mv.plan(A, x).kernel) == (m % width != 0 and n > 1), (m, n)  # (n = 1: C order too)
+        p = mv.plan(A, x)
+        assert ("thin" in p.kernel) == (m % width != 0 and n > 1), (m, n)  # (n = 1: C order too)
+        if "thin" in p.kernel:  # one wave at most, its stride over the run a multiple of m
+            assert p.grid * width * mv.FAST_THREADS % m == 0, (m, n, p)
+            assert p.grid <= mv._resident_blocks(p.kernel, A.dtype, A.data.device_id), (m, n, p)
         _check_result(A, x, "fast", f"thin {m}x{n}")
         first = cudakit.matvec(A, x).copy()
         assert bool((cudakit.matvec(A, x) == first).all()), (m, n)
