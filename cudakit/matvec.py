@@ -32,6 +32,11 @@ COL_UNROLL = 4
 # the wide F-order shapes measured faster that way and the rest about even, for a reason not yet pinned down
 # (docs/NOTES.md, "matvec.py: column-major splits for at most 4 blocks per SM").
 COL_SPLIT_BLOCKS_PER_SM = 4
+# A column-major A whose columns are not whole 16-byte vectors (m not a multiple of them), loaded an element per lane:
+# 128 lanes down the column and splits for up to 8 blocks per SM measured best on tall and square shapes alike
+# (docs/NOTES.md, "matvec.py: column-major element loads").
+ELEMENT_COL_LANES = 128
+ELEMENT_COL_SPLIT_BLOCKS_PER_SM = 8
 # Column-major matrices of at most this many rows, not whole 16-byte vectors, take matvec_thin_colmajor (their run
 # read as one, in vectors): the column-major kernel would load them an element per lane.
 THIN_MAX_ROWS = 32
@@ -137,8 +142,8 @@ class Plan:
 def plan(A, x, *, split: bool = True, **tuning) -> Plan:
     """The fast variant's launch plan for A @ x (A C- or F-contiguous, x contiguous), cached per shape and layout.
 
-    tuning (for tools/matvec_probe.py): row_unroll, row_group, block_rows, col_unroll, persistent, balanced,
-    blocks_per_sm.
+    tuning (for tools/matvec_probe.py): row_unroll, row_group, block_rows, col_unroll, col_lanes, persistent,
+    balanced, blocks_per_sm.
     """
     col_major = _col_major(A)
     aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)
@@ -175,18 +180,20 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         vector = aligned and m % width == 0
         mv = m // width if vector else m
         unroll = knobs.get("col_unroll", COL_UNROLL)
-        lanes = min(256, _pow2_ceil(mv))
+        lanes = min(256 if vector else ELEMENT_COL_LANES, _pow2_ceil(mv))
         name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
         target = _resident_blocks(name, dtype, device_id)
-        while lanes > 32 and -(-mv // lanes) * count < target:  # narrower row tiles before splitting the columns
+        while vector and lanes > 32 and -(-mv // lanes) * count < target:  # narrower tiles before splitting columns
             lanes //= 2
+        lanes = knobs.get("col_lanes", lanes)
         tiles = -(-mv // lanes)
         step = (FAST_THREADS // lanes) * unroll
         name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
         reduced = n
         long_rows = False
     target = _resident_blocks(name, dtype, device_id)
-    split_target = min(target, COL_SPLIT_BLOCKS_PER_SM * sm_count(device_id)) if col_major else target
+    per_sm = COL_SPLIT_BLOCKS_PER_SM if vector else ELEMENT_COL_SPLIT_BLOCKS_PER_SM
+    split_target = min(target, per_sm * sm_count(device_id)) if col_major else target
     if "blocks_per_sm" in knobs:
         target = split_target = knobs["blocks_per_sm"] * sm_count(device_id)
     chunks = 1

@@ -87,7 +87,7 @@ def drop_in_shapes(small: bool) -> int:
     """The paths the fast planners pick for thin, batched, N-D, one-row, long-k, skinny and tiny-C problems."""
     runs = 0
     for dtype in (np.int8, np.float16, np.float32, np.float64):
-        for shape in ((3, 1001), (1001, 3), (31, 4099), (4099, 31), (2, 33), (1, 77)):
+        for shape in ((3, 1001), (1001, 3), (31, 4099), (4099, 31), (2, 33), (1, 77), (15, 5939), (27725, 23)):
             cudakit.transpose(rand(shape, dtype), check=True)
             runs += 1
         for shape, axes in (((3, 37, 41, 3), (0, 3, 1, 2)), ((3, 3, 37, 41), (0, 2, 3, 1)),
@@ -117,6 +117,12 @@ def drop_in_shapes(small: bool) -> int:
                 matmul.run_tile(tile, a, b, out)
                 _check.verify("matmul", tile.name, out, a, b, np.dtype(dtype), a.shape[1])
                 runs += 1
+        for m, n in ((4099, 8), (4099, 28), (4097, 20), (4099, 5), (4099, 30), (5000, 13)):  # short rows (_short_rows)
+            cudakit.matvec(rand((m, n), dtype), rand(n, dtype), check=True)
+            runs += 1
+        for m, n in ((20001, 9), (1001, 1003), (25, 70001)):  # column-major element loads; the thin kernel's grid
+            cudakit.matvec(rand((m, n), dtype, "F"), rand(n, dtype), check=True)
+            runs += 1
         cudakit.matvec(rand((3, 40, 33), dtype), rand((3, 33), dtype), check=True)
         cudakit.matvec(rand((3, 40, 33), dtype), rand(33, dtype), check=True)
         cudakit.matvec(rand((3, 40, 4096), dtype), rand((3, 4096), dtype)[:, ::-1], check=True)  # split, strided x
