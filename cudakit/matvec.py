@@ -33,7 +33,8 @@ COL_UNROLL = 4
 # (docs/NOTES.md, "matvec.py: column-major splits for at most 4 blocks per SM").
 COL_SPLIT_BLOCKS_PER_SM = 4
 # A column-major A whose columns are not whole 16-byte vectors (m not a multiple of them), loaded an element per lane:
-# 128 lanes down the column and splits for up to 8 blocks per SM measured best on tall and square shapes alike
+# at most 128 lanes down the column, and where its row tiles are at least one an SM, splits for up to 8 blocks per SM
+# (fewer tiles keep 4: their chunks are many already, and each tile's last block adds them one by one)
 # (docs/NOTES.md, "matvec.py: column-major element loads").
 ELEMENT_COL_LANES = 128
 ELEMENT_COL_SPLIT_BLOCKS_PER_SM = 8
@@ -183,7 +184,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         lanes = min(256 if vector else ELEMENT_COL_LANES, _pow2_ceil(mv))
         name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
         target = _resident_blocks(name, dtype, device_id)
-        while vector and lanes > 32 and -(-mv // lanes) * count < target:  # narrower tiles before splitting columns
+        while lanes > 32 and -(-mv // lanes) * count < target:  # narrower row tiles before splitting the columns
             lanes //= 2
         lanes = knobs.get("col_lanes", lanes)
         tiles = -(-mv // lanes)
@@ -192,7 +193,8 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         reduced = n
         long_rows = False
     target = _resident_blocks(name, dtype, device_id)
-    per_sm = COL_SPLIT_BLOCKS_PER_SM if vector else ELEMENT_COL_SPLIT_BLOCKS_PER_SM
+    per_sm = ELEMENT_COL_SPLIT_BLOCKS_PER_SM if col_major and not vector and tiles >= sm_count(device_id) else \
+        COL_SPLIT_BLOCKS_PER_SM
     split_target = min(target, per_sm * sm_count(device_id)) if col_major else target
     if "blocks_per_sm" in knobs:
         target = split_target = knobs["blocks_per_sm"] * sm_count(device_id)
