@@ -10,6 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# NVRTC keeps compiled programs in the CUDA compute cache: a program compiled before in any process on this machine
+# comes back without running ptxas, so with an empty log, and the compile checks would read no register report.
+os.environ["CUDA_CACHE_DISABLE"] = "1"
+
 
 @functools.lru_cache(maxsize=None)
 def gpu_unavailable_reason() -> str | None:

@@ -475,7 +475,8 @@ def test_tf32_follows_cupys_compute_type_unless_told():
 @pytest.mark.gpu
 @pytest.mark.parametrize("orders", [("C", "C"), ("F", "C"), ("C", "F"), ("F", "F")])
 def test_float64_products_that_fill_the_gpu_take_the_pipelined_dmma_kernel(orders, monkeypatch):
-    """The fast variant's FP64 path on sm_80+: products whose 128 x 128 tiles fill every SM twice, k deep enough."""
+    """The fast variant's FP64 path on sm_80+: products whose 128 x 128 tiles fill every SM twice and 80% of their
+    rounds, k deep enough."""
     import cupy
 
     from cudakit import _dmma
@@ -484,7 +485,7 @@ def test_float64_products_that_fill_the_gpu_take_the_pipelined_dmma_kernel(order
         pytest.skip("the FP64 tensor cores need sm_80")
     taken = []
     monkeypatch.setattr(_dmma, "run", lambda *a, run=_dmma.run, **k: taken.append(a[0].shape) or run(*a, **k))
-    m, k, n = 2305, 301, 1923  # 19 x 16 tiles (two waves on 132 SMs), partial at every edge; an odd k
+    m, k, n = 2305, 301, 2051  # 19 x 17 tiles: three rounds of 132 SMs, 82% full; partial at every edge; an odd k
     A = random_array((m, k), np.float64, orders[0])
     B = random_array((k, n), np.float64, orders[1])
     out = cudakit.matmul(A, B, out=poisoned((m, n), np.float64))
