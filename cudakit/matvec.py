@@ -53,7 +53,6 @@ GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row, row-major kernel
 # (docs/NOTES.md, "matvec.py: short rows").
 SHORT_VECTOR_ROW_BYTES = 256
 SHORT_ELEMENT_ROW_BYTES = 128
-SHORT_ROW_PLANS = ((1, 2), (2, 2), (4, 1), (4, 2), (1, 1), (2, 1), (8, 1), (8, 2))
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
 ALL_DTYPES = ("float32", "float64") + _args.HALVES  # the non-seed variants'; 16-bit: float sums, rounded once
 
@@ -67,8 +66,8 @@ def instantiations(dtype) -> tuple[str, ...]:
     names = [instantiation(k, ct, f) for k in seeds for f in (False, True)]
     names += [instantiation("matvec_rowmajor", ct, v, g, ROW_UNROLL) for v in (True, False)
               for g in GROUPS + (FAST_THREADS,)]
-    names += [instantiation("matvec_rowmajor", ct, True, g, u) for g, u in SHORT_ROW_PLANS[:4]]
-    names += [instantiation("matvec_rowmajor", ct, False, g, u) for g, u in SHORT_ROW_PLANS]
+    itemsize = 8 if name == "float64" else 4 if name == "float32" else 2
+    names += [instantiation("matvec_rowmajor", ct, *plan) for plan in _short_row_plans(itemsize)]
     names += [instantiation("matvec_colmajor", ct, v, r, COL_UNROLL) for v in (True, False) for r in ROW_LANES]
     names.append(instantiation("matvec_thin_colmajor", ct))
     return tuple(dict.fromkeys(names))
@@ -113,6 +112,12 @@ def _short_rows(n: int, itemsize: int, vector: bool) -> tuple[int, int] | None:
         lanes = 1 << max(0, round(math.log2(row_bytes / 12)))  # about 12 bytes a lane
         return lanes, (2 if n > 3.5 * lanes else 1)
     return None
+
+
+def _short_row_plans(itemsize: int) -> list[tuple[bool, int, int]]:
+    """Every (vector, lanes, unroll) that _short_rows gives rows of this element size."""
+    return sorted({(vector, *plan) for vector in (True, False) for n in range(1, SHORT_VECTOR_ROW_BYTES // itemsize)
+                   if (plan := _short_rows(n, itemsize, vector))})
 
 
 def _pow2_floor(v: int) -> int:
