@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 # NVRTC keeps compiled programs in the CUDA compute cache: a program compiled before in any process on this machine

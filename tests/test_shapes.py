@@ -358,6 +358,17 @@ def test_batched_matvec_equals_cupy(dtype, shapes):
 mv = importlib.import_module("cudakit.matvec")
 
 
+def test_short_matvec_rows_take_lanes_by_their_loads():
+    """GPU-less: _short_rows on the row lengths its probe measured (16-byte vectors, then element loads)."""
+    rows = mv._short_rows
+    assert rows(8, 4, True) == (1, 2) and rows(16, 4, True) == (2, 2)  # 2 and 4 vectors
+    assert rows(20, 4, True) == (4, 1) and rows(28, 4, True) == (4, 2) and rows(60, 4, True) == (4, 2)  # 5, 7, 15
+    assert rows(64, 4, True) is None and rows(32, 8, True) is None  # 16 vectors: the general rule
+    assert rows(3, 4, False) == (1, 1) and rows(7, 4, False) == (2, 1) and rows(13, 4, False) == (4, 1)
+    assert rows(30, 4, False) == (8, 2) and rows(7, 8, False) == (4, 1)  # about 12 bytes a lane
+    assert rows(32, 4, False) is None  # 128 bytes of elements: the general rule
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("bmn", [(3, 40, 33), (5, 7, 64), (4, 3, 100_000), (6, 2000, 3), (2, 1, 8)], ids=str)
