@@ -107,15 +107,10 @@ def dots_launcher(A, B, out, runs: int, run: int):
     """f(A, B, out): run_dots's launches for operands of these shapes and strides, built once."""
     if not _whole_element_strides(A, B):
         return _copying_first(run_dots, runs, run)
-    m, k = A.shape
-    n = B.shape[1]
-    item = A.itemsize
-    fn = kernel(mm.FAMILY, instantiation("matmul_dots", A.dtype, *DOTS_PART), mm.seed_instantiations(A.dtype))
-    grid, block = (runs, -(-m // DOTS_PART[0]), -(-n // DOTS_PART[1])), (DOTS_THREADS,)
-    rest = (m, n, k, run, *(st // item for st in A.strides + B.strides), 1, 0, 0)  # (a batch of one product)
+    fn, grid, block, rest = _dots_launch_parts(A, B, runs, run)
     if runs == 1:
         return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest)
-    partial_bytes, add = runs * m * n * item, mm.partials_adder(out, runs)
+    partial_bytes, add = runs * out.size * A.itemsize, mm.partials_adder(out, runs)
 
     def launch_split(A, B, out):
         partials = workspace(partial_bytes)[0]
@@ -128,14 +123,21 @@ def dots_launches(a0, b0, c_ptr: int, count: int, steps: tuple[int, int, int]) -
     """The launch of `count` products on the dots kernel, each block summing all of k for an 8 x 8 part of one C:
     a0 and b0 the first product's operands, `steps` the elements between consecutive products' A, B and C (C's: one
     C after the other)."""
+    assert count == 1 or steps[2] == a0.shape[0] * b0.shape[1], "the dots kernel writes a batch's Cs one after another"
+    fn, grid, block, rest = _dots_launch_parts(a0, b0, 1, a0.shape[1], count, steps[:2])
+    return [(fn, grid, block, (a0.data.ptr, b0.data.ptr, c_ptr) + rest, 0)]
+
+
+def _dots_launch_parts(a0, b0, runs: int, run: int, count: int = 1, steps: tuple[int, int] = (0, 0)):
+    """(kernel, grid, block, the arguments after the three addresses) of the dots kernel: `count` products (a0 and
+    b0 the first one's operands, `steps` elements between products' A and B), k cut into `runs` runs of `run`; block
+    x is run * count + product."""
     m, k = a0.shape
     n = b0.shape[1]
     item = a0.itemsize
-    assert count == 1 or steps[2] == m * n, "the dots kernel writes a batch's Cs one after the other"
     fn = kernel(mm.FAMILY, instantiation("matmul_dots", a0.dtype, *DOTS_PART), mm.seed_instantiations(a0.dtype))
-    grid = (count, -(-m // DOTS_PART[0]), -(-n // DOTS_PART[1]))
-    return [(fn, grid, (DOTS_THREADS,), (a0.data.ptr, b0.data.ptr, c_ptr, m, n, k, k,
-                                         *(st // item for st in a0.strides + b0.strides), count, *steps[:2]), 0)]
+    grid = (runs * count, -(-m // DOTS_PART[0]), -(-n // DOTS_PART[1]))
+    return fn, grid, (DOTS_THREADS,), (m, n, k, run, *(st // item for st in a0.strides + b0.strides), count, *steps)
 
 
 def _dots_resident(dtype, device_id: int) -> int:
