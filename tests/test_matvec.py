@@ -58,7 +58,8 @@ def test_fast_path_shapes_cover_vector_split_and_unsplit_plans(dtype, order):
 KNOBS = [{"persistent": False}, {"balanced": False}, {"block_rows": False}, {"row_unroll": 2},
          {"row_unroll": 8}, {"col_unroll": 2}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
          {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"row_unroll": 8, "blocks_per_sm": 8},
-         {"row_unroll": 8, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16}]  # tools/matvec_probe.py's
+         {"row_unroll": 8, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16},
+         {"row_group": 4, "row_unroll": 2}, {"col_lanes": 128}]  # tools/matvec_probe.py's
 
 
 @pytest.mark.parametrize("knobs", KNOBS, ids=[",".join(f"{k}={v}" for k, v in kn.items()) for kn in KNOBS])

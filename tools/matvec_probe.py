@@ -37,7 +37,8 @@ GOALS = {(16384, 16384): ("ceiling", 0.92), (4096, 4096): ("cublas", 1.3), (4194
 SWEEP = [{"persistent": False}, {"balanced": False}, {"block_rows": False}, {"row_unroll": 2},
          {"row_unroll": 8}, {"col_unroll": 2}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
          {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"row_unroll": 8, "blocks_per_sm": 8},
-         {"row_unroll": 8, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16}]
+         {"row_unroll": 8, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16},
+         {"row_group": 4, "row_unroll": 2}, {"col_lanes": 128}]
 
 
 def input_sets(set_bytes, make):
