@@ -23,7 +23,9 @@ ROW_UNROLL = 4  # 16-byte loads in flight per lane (each with its x load), row-m
 # Rows of at least this many bytes take a whole block each, the grid one resident wave striding over rows. With a
 # warp per row, the time followed how the row tiles fell into waves, which moved with the kernel's registers; a block
 # per row is free of that, and measured faster or even on long rows. Shorter rows stay a warp each: a block per row
-# was slower there (docs/NOTES.md, "matvec.py: a block per long row").
+# was slower there (docs/NOTES.md, "matvec.py: a block per long row"). So do long rows too few to fill half the
+# resident blocks, which split into chunks: a block's 8 rows then read each x chunk once from L1, where a block per
+# row read it from L2 once per row (docs/NOTES.md, "matvec.py: few long rows").
 BLOCK_ROW_BYTES = 64 * 1024
 # Columns in flight per thread, column-major kernel: 8 was no faster, and slower on tall float64 matrices
 # (docs/NOTES.md, "matvec.py: four columns in flight").
@@ -50,7 +52,7 @@ MIN_STEPS = 2  # a chunk gives each lane at least this many unrolled steps
 GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row, row-major kernel
 # Row-major rows shorter than these bytes take (lanes per row, unroll) from _short_rows: the general rule (each lane
 # at least ROW_UNROLL loads) left one or two lanes on such a row, its last loads issued one after another
-# (docs/NOTES.md, "matvec.py: short rows").
+# (docs/NOTES.md, "matvec.py: short rows"). They read A cached, not evict-first (the kernel's CACHED).
 SHORT_VECTOR_ROW_BYTES = 256
 SHORT_ELEMENT_ROW_BYTES = 128
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
@@ -64,10 +66,10 @@ def instantiations(dtype) -> tuple[str, ...]:
     name, ct = _args.dtype_name(dtype), ctype(dtype)
     seeds = [k for k in ("mat_vec_mul", "mat_vec_mul_tiles", "warp_per_row") if name in VARIANTS[k].dtypes]
     names = [instantiation(k, ct, f) for k in seeds for f in (False, True)]
-    names += [instantiation("matvec_rowmajor", ct, v, g, ROW_UNROLL) for v in (True, False)
+    names += [instantiation("matvec_rowmajor", ct, v, g, ROW_UNROLL, False) for v in (True, False)
               for g in GROUPS + (FAST_THREADS,)]
     itemsize = 8 if name == "float64" else 4 if name == "float32" else 2
-    names += [instantiation("matvec_rowmajor", ct, *plan) for plan in _short_row_plans(itemsize)]
+    names += [instantiation("matvec_rowmajor", ct, *plan, True) for plan in _short_row_plans(itemsize)]
     names += [instantiation("matvec_colmajor", ct, v, r, COL_UNROLL) for v in (True, False) for r in ROW_LANES]
     names.append(instantiation("matvec_thin_colmajor", ct))
     return tuple(dict.fromkeys(names))
@@ -148,8 +150,8 @@ class Plan:
 def plan(A, x, *, split: bool = True, **tuning) -> Plan:
     """The fast variant's launch plan for A @ x (A C- or F-contiguous, x contiguous), cached per shape and layout.
 
-    tuning (for tools/matvec_probe.py): row_unroll, row_group, block_rows, col_unroll, col_lanes, persistent,
-    balanced, blocks_per_sm.
+    tuning (for tools/matvec_probe.py): row_unroll, row_group, block_rows, cached, col_unroll, col_lanes,
+    persistent, balanced, blocks_per_sm.
     """
     col_major = _col_major(A)
     aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)
@@ -170,14 +172,17 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         unroll = knobs.get("row_unroll", ROW_UNROLL)
         group = min(32, _pow2_floor(nv // unroll))  # lanes per row: each gets >= unroll loads when it can
         short = _short_rows(n, dtype.itemsize, bool(vector))
-        if short and not knobs:
+        if short and "row_group" not in knobs and "row_unroll" not in knobs:
             group, unroll = short
         group = knobs.get("row_group", group)
-        if n * dtype.itemsize >= BLOCK_ROW_BYTES and knobs.get("block_rows", True):
-            group = FAST_THREADS
+        if n * dtype.itemsize >= BLOCK_ROW_BYTES:
+            block = instantiation("matvec_rowmajor", dtype, bool(vector), FAST_THREADS, unroll, False)
+            if knobs.get("block_rows", not split or 2 * m > _resident_blocks(block, dtype, device_id)):
+                group = FAST_THREADS
         tiles = -(-m // (FAST_THREADS // group))
         step = group * unroll
-        name = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll)
+        cached = knobs.get("cached", short is not None)
+        name = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll, cached)
         reduced = nv
         long_rows = group == 32
     elif aligned and m % width and m <= THIN_MAX_ROWS and split and count == 1 and not knobs:

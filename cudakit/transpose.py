@@ -6,8 +6,10 @@ float32, complex64, float64, ... all take the same code. Axes that stay adjacent
   * nothing moves but length-1 axes (an F-contiguous matrix, too): a plain device-to-device copy;
   * (rows, cols) -> (cols, rows): the chosen kernel (the fast one takes a side below 32 to the thin kernel);
   * a batch of those (NHWC <-> NCHW): one launch of the fast kernel over the batch;
-  * the last axis kept (NHWC -> NWHC): whole lines move (permute_lines);
-  * anything else: CuPy's strided copy.
+  * the last axis kept (NHWC -> NWHC): whole lines move (permute_lines), in 16-byte pieces where they can (other
+    lines past ELEMENT_LINES_MAX_BYTES: CuPy's strided copy);
+  * anything else: permute_lines over lines of one element up to ELEMENT_LINES_MAX_BYTES (a gather, as CuPy's
+    strided copy, with less host time per call), CuPy's strided copy past it.
 Inputs with other strides (slices with steps, non-contiguous views) are first copied to C order.
 """
 from __future__ import annotations
@@ -101,7 +103,7 @@ def instantiations(itemsize: int) -> tuple[str, ...]:
              for aligned, group_shift in vec16_orders(itemsize)]
     thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in, per_word)
             for wide_in in (True, False) for per_word in sorted({1, thin_per_word(itemsize)})]
-    lines = [instantiation("permute_lines", LINE_PIECE)]
+    lines = [instantiation("permute_lines", piece) for piece in (LINE_PIECE, uint_ctype(itemsize))]
     return tuple(dict.fromkeys(seeds + vec16 + thin + lines))
 
 
@@ -230,7 +232,11 @@ def _thin_config(shape: tuple, e: int, batch: int, words: bool, device_id: int):
 
 
 LINE_PIECE = "uint4"  # the lines kernel moves 16-byte pieces
-_line_meta: dict = {}  # (line shape, line permutation, device): dimensions and strides on the device
+_line_plans: dict = {}  # run_lines' launches: (shape, permutation, element size, vectors, device) -> _line_plan
+# Lines that are not whole 16-byte pieces, and permutations that move the last axis, take permute_lines up to this
+# size: the host time of CuPy's strided copy is most of a small one's time, while CuPy's copy (a thread per element)
+# moved element-sized pieces in about half the GPU time (docs/NOTES.md, "transpose.py: element lines").
+ELEMENT_LINES_MAX_BYTES = 2 << 20
 
 
 def moves_lines(itemsize: int, line_bytes: int, src_ptr: int, out_ptr: int) -> bool:
@@ -242,25 +248,36 @@ def moves_lines(itemsize: int, line_bytes: int, src_ptr: int, out_ptr: int) -> b
 
 def run_lines(src, out, shape: tuple, perm: tuple) -> None:
     """out = src (C-contiguous, of merged `shape`) permuted by `perm`, which keeps the last axis: its lines move
-    whole, in 16-byte pieces (moves_lines holds), a group of lanes per output line."""
-    line_bytes = shape[-1] * src.itemsize
+    whole, a group of lanes per output line, in 16-byte pieces where moves_lines holds, else element by element.
+    A permutation that moves the last axis comes as lines of one element (a length-1 last axis that stays)."""
+    vectors = moves_lines(src.itemsize, shape[-1] * src.itemsize, src.data.ptr, out.data.ptr)
+    key = (shape, perm, src.itemsize, vectors, src.data.device_id)
+    plan = _line_plans.get(key)
+    if plan is None:
+        plan = _line_plan(*key)
+    fn, blocks, lines, line_bytes, meta, ndim, group = plan
+    launch(fn, (blocks,), (256,), (out.data.ptr, src.data.ptr, lines, line_bytes, meta.data.ptr, ndim, group))
+
+
+def _line_plan(shape: tuple, perm: tuple, itemsize: int, vectors: bool, device_id: int) -> tuple:
+    """run_lines' kernel, grid and arguments (the dimensions and strides on the device), kept per key."""
     lines_shape, lines_perm = shape[:-1], perm[:-1]
-    key = (lines_shape, lines_perm, src.data.device_id)
-    meta = _line_meta.get(key)
-    if meta is None:
-        strides = [math.prod(lines_shape[i + 1:]) for i in range(len(lines_shape))]
-        host = np.array([lines_shape[p] for p in lines_perm] + [strides[p] for p in lines_perm], np.int64)
-        if len(_line_meta) >= 4096:  # bounded: dropped once every queued launch that reads one is done
-            cupy.cuda.Device().synchronize()
-            _line_meta.clear()
-        meta = _line_meta[key] = cupy.asarray(host)
-        cupy.cuda.get_current_stream().synchronize()  # once per shape: later calls may come from other streams
-    fn = kernel(FAMILY, instantiation("permute_lines", LINE_PIECE), instantiations(src.itemsize))
-    lines, pieces = src.size // shape[-1], line_bytes // 16
+    strides = [math.prod(lines_shape[i + 1:]) for i in range(len(lines_shape))]
+    host = np.array([lines_shape[p] for p in lines_perm] + [strides[p] for p in lines_perm], np.int64)
+    if len(_line_plans) >= 4096:  # bounded: dropped once every queued launch that reads one is done
+        cupy.cuda.Device().synchronize()
+        _line_plans.clear()
+    meta = cupy.asarray(host)
+    cupy.cuda.get_current_stream().synchronize()  # once per shape: later calls may come from other streams
+    fn = kernel(FAMILY, instantiation("permute_lines", LINE_PIECE if vectors else uint_ctype(itemsize)),
+                instantiations(itemsize))
+    line_bytes = shape[-1] * itemsize
+    lines, pieces = math.prod(lines_shape), line_bytes // (16 if vectors else itemsize)
     group = min(32, 1 << (pieces - 1).bit_length())  # lanes per line: a warp moves 32 // group lines at once
-    blocks = min(-(-lines // (256 // group)), sm_count(src.data.device_id) * 16)
-    launch(fn, (blocks,), (256,),
-           (out.data.ptr, src.data.ptr, lines, line_bytes, meta.data.ptr, len(lines_shape), group))
+    blocks = min(-(-lines // (256 // group)), sm_count(device_id) * 16)
+    plan = _line_plans[(shape, perm, itemsize, vectors, device_id)] = (fn, blocks, lines, line_bytes, meta,
+                                                                        len(lines_shape), group)
+    return plan
 
 
 def _fast_runner():
@@ -323,8 +340,9 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
     Runs on CuPy's current stream with no synchronisation. A transpose whose result is the input's own memory
     order (F-contiguous 2-D input, axes that move only length-1 axes) is a plain device copy; input with other
     strides is copied to C order first. Axes that stay adjacent merge, so NHWC <-> NCHW is a batch of 2-D
-    transposes; a permutation that keeps the last axis moves whole lines (see moves_lines); any
-    other permutation that merges to more than a batch of 2-D transposes is CuPy's strided copy.
+    transposes; a permutation that keeps the last axis moves whole lines (see moves_lines); any other
+    permutation that merges to more than a batch of 2-D transposes is an element-wise gather (past
+    ELEMENT_LINES_MAX_BYTES, CuPy's strided copy).
     check=True (or CUDAKIT_CHECK=1) compares bit for bit with CuPy's result.
     """
     if type(a) is not cupy.ndarray and (face := _args.dask_face(a)) is not None:
@@ -360,9 +378,11 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
                 src3, out3 = src.reshape(shape), out.reshape(batch, cols, rows)
                 for b in range(batch):
                     run(src3[b], out3[b])
-        elif perm[-1] == len(perm) - 1 and moves_lines(a.itemsize, shape[-1] * a.itemsize, src.data.ptr,
-                                                       out.data.ptr):  # the last axis stays
+        elif perm[-1] == len(perm) - 1 and (a.nbytes <= ELEMENT_LINES_MAX_BYTES or moves_lines(
+                a.itemsize, shape[-1] * a.itemsize, src.data.ptr, out.data.ptr)):  # the last axis stays
             run_lines(src, out, shape, perm)
+        elif a.nbytes <= ELEMENT_LINES_MAX_BYTES:  # each element a line of its own
+            run_lines(src, out, shape + (1,), perm + (len(perm),))
         else:
             out[...] = a.transpose(axes)  # documented: CuPy's strided copy
         if _check.enabled(check):

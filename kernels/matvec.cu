@@ -134,6 +134,12 @@ __device__ __forceinline__ void finish_tile(const S* partial, index_t m, index_t
     }
 }
 
+// A load of A: read-only (CACHED) or evict-first.
+template <bool CACHED, typename V> __device__ __forceinline__ V load_a(const V* p) {
+    if constexpr (CACHED) return __ldg(p);
+    else return __ldcs(p);
+}
+
 // Fast, row-major A: a group of TPR lanes per row (the whole block for very long rows, 32 for long ones, fewer for
 // short ones so no lane idles), UNROLL independent loads per lane, a shuffle (or block) reduction inside the
 // group. A block takes FAST_THREADS / TPR rows at a time and strides over such tiles (tiles = ceil(m / rows per
@@ -142,7 +148,9 @@ __device__ __forceinline__ void finish_tile(const S* partial, index_t m, index_t
 // dst[blockIdx.y * m + row] and finish_tile adds them into out (see store_sum for one chunk). VECTOR needs
 // n % Vec16<T>::n == 0 and 16-byte aligned A and x. A batch of matrices stacked into one tall A takes a vector per
 // matrix: row r reads the x that starts (r / x_rows) * x_step elements on (x_step 0: one x for every row).
-template <typename T, bool VECTOR, int TPR, int UNROLL>
+// CACHED reads A through the read-only path instead of evict-first: where a warp's load covers only part of each
+// line (short rows), its next loads read the rest of those lines, which evict-first lets go first.
+template <typename T, bool VECTOR, int TPR, int UNROLL, bool CACHED>
 __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restrict__ A, const T* __restrict__ x,
                                                                 index_t m, index_t n, index_t chunk,
                                                                 typename Accum<T>::type* dst, T* out,
@@ -169,13 +177,14 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
             for (; v + (UNROLL - 1) * TPR < end; v += UNROLL * TPR) {
                 V av[UNROLL], xs[UNROLL];
 #pragma unroll
-                for (int u = 0; u < UNROLL; ++u) av[u] = __ldcs(a + v + u * TPR);
+                for (int u = 0; u < UNROLL; ++u) av[u] = load_a<CACHED>(a + v + u * TPR);
 #pragma unroll
                 for (int u = 0; u < UNROLL; ++u) xs[u] = __ldg(xv + v + u * TPR);
 #pragma unroll
                 for (int u = 0; u < UNROLL; ++u) acc[u] = dot_chunk<T>(av[u], xs[u], acc[u]);
             }
-            for (; v < end; v += TPR) acc[0] = dot_chunk<T>(__ldcs(a + v), __ldg(xv + v), acc[0]);
+            for (; v < end; v += TPR)
+                acc[0] = dot_chunk<T>(load_a<CACHED>(a + v), __ldg(xv + v), acc[0]);
         }
         S s = acc[0];
 #pragma unroll

@@ -59,7 +59,9 @@ KNOBS = [{"persistent": False}, {"balanced": False}, {"block_rows": False}, {"ro
          {"row_unroll": 8}, {"col_unroll": 2}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
          {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"row_unroll": 8, "blocks_per_sm": 8},
          {"row_unroll": 8, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16},
-         {"row_group": 4, "row_unroll": 2}, {"col_lanes": 128}]  # tools/matvec_probe.py's
+         {"row_group": 4, "row_unroll": 2}, {"col_lanes": 128}, {"cached": True}, {"cached": False},
+         {"cached": False, "persistent": False}, {"cached": True, "persistent": False},
+         {"cached": True, "block_rows": False}, {"block_rows": True}]  # tools/matvec_probe.py's
 
 
 @pytest.mark.parametrize("knobs", KNOBS, ids=[",".join(f"{k}={v}" for k, v in kn.items()) for kn in KNOBS])
@@ -77,14 +79,17 @@ def test_fast_plans_under_other_tuning(knobs, dtype, order):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_long_rows_take_a_block_each(dtype):
-    """Rows of BLOCK_ROW_BYTES or more: a block per row, one resident wave of blocks striding over the rows."""
+    """Rows of BLOCK_ROW_BYTES or more: a block per row, one resident wave of blocks striding over the rows; rows too
+    few to fill half the resident blocks stay a warp each, split into chunks."""
     long_row = mv.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize
-    for m, n, block in ((3000, long_row, True), (3000, long_row - 16, False)):
+    for m, n, block in ((3000, long_row, True), (3000, long_row - 16, False), (23, 4 * long_row + 8, False)):
         A, x = random_array((m, n), dtype), random_array(n, dtype)
         p = mv.plan(A, x)
         assert (f", {mv.FAST_THREADS}, " in p.kernel) == block, p
         if block:
             assert p.chunks == 1 and p.tiles == m and p.grid < m, p
+        elif m < 100:
+            assert ", 32, " in p.kernel and p.chunks > 1, p
         out = poisoned((m,), dtype)
         mv._run_plan(A, x, out, p)
         assert_close(out, _reference(A, x), dtype, n, f"{p}")
@@ -175,7 +180,7 @@ def test_short_rows_take_their_lanes_and_unroll(dtype):
             assert p.vector == vector, (n, p)
             if short:
                 assert f"matvec_rowmajor<{p.kernel.split('<')[1].split(',')[0]}, {str(vector).lower()}, " \
-                       f"{short[0]}, {short[1]}>" == p.kernel, (n, short, p)
+                       f"{short[0]}, {short[1]}, true>" == p.kernel, (n, short, p)
                 taken.add((vector, short))
             _check_result(A, x, "fast", f"short rows {m}x{n} at {A.data.ptr % 16}")
         del flat

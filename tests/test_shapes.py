@@ -87,12 +87,13 @@ LINES = [((3, 5, 7, 160), (0, 2, 1, 3)), ((4, 6, 130), (1, 0, 2)), ((4, 6, 128),
 @pytest.mark.parametrize("shape,axes", LINES, ids=str)
 @pytest.mark.parametrize("offset", [0, 1, 3])
 def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes, offset, monkeypatch):
-    """The last axis stays: the lines kernel where whole 16-byte pieces fit the lines and the alignment of input and
-    output (offset by `offset` elements), CuPy's copy elsewhere; equal to CuPy's result either way."""
+    """The last axis stays: whole lines move through the lines kernel, in 16-byte pieces where they fit the lines and
+    the alignment of input and output (offset by `offset` elements), element by element elsewhere; equal to CuPy's
+    result either way."""
     import cupy
 
     taken = []
-    monkeypatch.setattr(tr, "run_lines", lambda *args, run=tr.run_lines: taken.append(1) or run(*args))
+    monkeypatch.setattr(tr, "run_lines", lambda *args, run=tr.run_lines: taken.append(args[2][-1]) or run(*args))
     size = int(np.prod(shape))
     a = random_array(size + offset, dtype)[offset:].reshape(shape)
     want = cupy.transpose(a, axes).copy(order="C")
@@ -101,8 +102,43 @@ def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes,
     assert same_bits(out, want)
     itemsize = np.dtype(dtype).itemsize
     lines = tr.moves_lines(itemsize, shape[-1] * itemsize, a.data.ptr, out.data.ptr)
-    assert taken == ([1] if lines else [])
+    assert taken == [shape[-1]]
     assert lines == (itemsize < 8 and shape[-1] * itemsize % 16 == 0 and offset * itemsize % 16 == 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape,axes", [((3, 4, 5, 6), (2, 0, 3, 1)), ((2, 3, 4, 5, 6), (4, 2, 0, 3, 1)),
+                                        ((33, 4, 37, 53), (0, 3, 2, 1)), ((701, 3, 5, 2), (3, 1, 0, 2))], ids=str)
+def test_permutations_moving_the_last_axis_gather_elements(dtype, shape, axes, monkeypatch):
+    """A permutation that is neither a batch of 2-D transposes nor keeps the last axis runs the lines kernel over
+    lines of one element (a trailing length-1 axis that stays), equal to CuPy's result."""
+    import cupy
+
+    taken = []
+    monkeypatch.setattr(tr, "run_lines", lambda *args, run=tr.run_lines: taken.append(args[2:]) or run(*args))
+    a = random_array(shape, dtype)
+    want = cupy.transpose(a, axes).copy(order="C")
+    out = poisoned(want.shape, dtype)
+    cudakit.transpose(a, axes, out=out)
+    assert same_bits(out, want)
+    assert len(taken) == 1 and taken[0][0][-1] == 1 and taken[0][1][-1] == len(taken[0][1]) - 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.int8, np.float64])
+@pytest.mark.parametrize("shape,axes", [((3, 4, 5, 6), (2, 0, 3, 1)), ((3, 5, 7, 3), (0, 2, 1, 3))], ids=str)
+def test_element_lines_past_their_size_take_cupys_copy(dtype, shape, axes, monkeypatch):
+    """Past ELEMENT_LINES_MAX_BYTES, gathers and lines that are not whole 16-byte pieces are CuPy's strided copy."""
+    import cupy
+
+    taken = []
+    monkeypatch.setattr(tr, "run_lines", lambda *args: taken.append(args))
+    monkeypatch.setattr(tr, "ELEMENT_LINES_MAX_BYTES", int(np.prod(shape)) * np.dtype(dtype).itemsize - 1)
+    a = random_array(shape, dtype)
+    out = poisoned(cupy.transpose(a, axes).shape, dtype)
+    cudakit.transpose(a, axes, out=out)
+    assert not taken and same_bits(out, cupy.transpose(a, axes).copy(order="C"))
 
 
 @pytest.mark.gpu

@@ -214,6 +214,7 @@ def test_instantiation_groups_cover_every_kernel():
         for name in kernels - {"permute_lines"}:  # per element size; the lines kernel per piece size
             assert any(expr.startswith(f"{name}<{_compile.uint_ctype(itemsize)}") for expr in group), (name, itemsize)
         assert _compile.instantiation("permute_lines", transpose_module.LINE_PIECE) in group
+        assert _compile.instantiation("permute_lines", _compile.uint_ctype(itemsize)) in group
         for aligned, group_shift in transpose_module.vec16_orders(itemsize):
             for swizzle, word_gather in transpose_module.VEC16_STEPS.values():
                 assert transpose_module.vec16_expression(itemsize, aligned, swizzle, word_gather, group_shift) in group

@@ -59,7 +59,7 @@ def main(small: bool) -> int:
                     cudakit.matvec(rand((m, n), dtype, order), rand(n, dtype), variant=v.name, check=True)
                     runs += 1
         n = matvec.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize  # a block per row, striding over more rows than blocks
-        for m, cols in ((1200, n), (1201, n + 1), (2, 8 * n + 3)):
+        for m, cols in ((1200, n), (1201, n + 1), (2, 8 * n + 3), (23, 4 * n + 5)):
             cudakit.matvec(rand((m, cols), dtype), rand(cols, dtype), check=True)
             runs += 1
         for v in cudakit.variants("dot"):
