@@ -55,6 +55,10 @@ GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row, row-major kernel
 # (docs/NOTES.md, "matvec.py: short rows"). They read A cached, not evict-first (the kernel's CACHED).
 SHORT_VECTOR_ROW_BYTES = 256
 SHORT_ELEMENT_ROW_BYTES = 128
+# Short float32 rows of elements from this many bytes (12 to 31 elements) take 4 lanes of 4 loads on a plain grid (a
+# block per tile, none striding): faster than lanes by bytes on the persistent grid on rows of 13, 22 and 30, slower
+# on 7 (docs/NOTES.md, "matvec.py: short element rows").
+PLAIN_ELEMENT_ROW_BYTES = 48
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
 ALL_DTYPES = ("float32", "float64") + _args.HALVES  # the non-seed variants'; 16-bit: float sums, rounded once
 
@@ -110,10 +114,17 @@ def _short_rows(n: int, itemsize: int, vector: bool) -> tuple[int, int] | None:
         if loads <= 4:
             return (1 if loads <= 2 else 2), 2
         return 4, (1 if loads <= 6 else 2)
+    if _plain_element_rows(n, itemsize, vector):
+        return 4, 4
     if not vector and row_bytes < SHORT_ELEMENT_ROW_BYTES:
         lanes = 1 << max(0, round(math.log2(row_bytes / 12)))  # about 12 bytes a lane
         return lanes, (2 if n > 3.5 * lanes else 1)
     return None
+
+
+def _plain_element_rows(n: int, itemsize: int, vector: bool) -> bool:
+    """Whether row-major rows of n elements take PLAIN_ELEMENT_ROW_BYTES' plan: (4 lanes, unroll 4), not persistent."""
+    return not vector and itemsize == 4 and PLAIN_ELEMENT_ROW_BYTES <= n * itemsize < SHORT_ELEMENT_ROW_BYTES
 
 
 def _short_row_plans(itemsize: int) -> list[tuple[bool, int, int]]:
@@ -172,8 +183,10 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         unroll = knobs.get("row_unroll", ROW_UNROLL)
         group = min(32, _pow2_floor(nv // unroll))  # lanes per row: each gets >= unroll loads when it can
         short = _short_rows(n, dtype.itemsize, bool(vector))
+        plain = False
         if short and "row_group" not in knobs and "row_unroll" not in knobs:
             group, unroll = short
+            plain = _plain_element_rows(n, dtype.itemsize, bool(vector))
         group = knobs.get("row_group", group)
         if n * dtype.itemsize >= BLOCK_ROW_BYTES:
             block = instantiation("matvec_rowmajor", dtype, bool(vector), FAST_THREADS, unroll, False)
@@ -201,7 +214,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         step = (FAST_THREADS // lanes) * unroll
         name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
         reduced = n
-        long_rows = False
+        long_rows = plain = False
     target = _resident_blocks(name, dtype, device_id)
     per_sm = ELEMENT_COL_SPLIT_BLOCKS_PER_SM if col_major and not vector and tiles >= sm_count(device_id) else \
         COL_SPLIT_BLOCKS_PER_SM
@@ -217,7 +230,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     # A warp per long row (rows of 2 to 64 KB), unsplit, is the exception: a block per row tile. The balanced
     # persistent grid won on some of these shapes and lost on others, a trade by row length with no rule found, so
     # they keep the plain grid (docs/NOTES.md, "matvec.py: the warp-per-row exception").
-    persistent = PERSISTENT and not (long_rows and chunks == 1)
+    persistent = PERSISTENT and not (long_rows and chunks == 1) and not plain
     grid = min(tiles, max(1, target // chunks)) if knobs.get("persistent", persistent) else tiles
     if knobs.get("balanced", BALANCED):
         grid = -(-tiles // -(-tiles // grid))

@@ -181,6 +181,7 @@ def test_short_rows_take_their_lanes_and_unroll(dtype):
             if short:
                 assert f"matvec_rowmajor<{p.kernel.split('<')[1].split(',')[0]}, {str(vector).lower()}, " \
                        f"{short[0]}, {short[1]}, true>" == p.kernel, (n, short, p)
+                assert p.grid == p.tiles or not mv._plain_element_rows(n, item, vector), (n, p)  # a plain grid
                 taken.add((vector, short))
             _check_result(A, x, "fast", f"short rows {m}x{n} at {A.data.ptr % 16}")
         del flat

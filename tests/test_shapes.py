@@ -400,8 +400,11 @@ def test_short_matvec_rows_take_lanes_by_their_loads():
     assert rows(8, 4, True) == (1, 2) and rows(16, 4, True) == (2, 2)  # 2 and 4 vectors
     assert rows(20, 4, True) == (4, 1) and rows(28, 4, True) == (4, 2) and rows(60, 4, True) == (4, 2)  # 5, 7, 15
     assert rows(64, 4, True) is None and rows(32, 8, True) is None  # 16 vectors: the general rule
-    assert rows(3, 4, False) == (1, 1) and rows(7, 4, False) == (2, 1) and rows(13, 4, False) == (4, 1)
-    assert rows(30, 4, False) == (8, 2) and rows(7, 8, False) == (4, 1)  # about 12 bytes a lane
+    assert rows(3, 4, False) == (1, 1) and rows(7, 4, False) == (2, 1) and rows(11, 4, False) == (4, 1)
+    assert rows(7, 8, False) == (4, 1) and rows(13, 8, False) == (8, 1)  # about 12 bytes a lane
+    assert rows(12, 4, False) == rows(22, 4, False) == rows(31, 4, False) == (4, 4)  # float32 48 to 127 bytes
+    assert mv._plain_element_rows(22, 4, False) and not mv._plain_element_rows(22, 4, True)
+    assert not mv._plain_element_rows(13, 8, False) and not mv._plain_element_rows(11, 4, False)
     assert rows(32, 4, False) is None  # 128 bytes of elements: the general rule
 
 
