@@ -254,13 +254,13 @@ def run_lines(src, out, shape: tuple, perm: tuple) -> None:
     key = (shape, perm, src.itemsize, vectors, src.data.device_id)
     plan = _line_plans.get(key)
     if plan is None:
-        plan = _line_plan(*key)
+        plan = _line_plans[key] = _line_plan(*key)
     fn, blocks, lines, line_bytes, meta, ndim, group = plan
     launch(fn, (blocks,), (256,), (out.data.ptr, src.data.ptr, lines, line_bytes, meta.data.ptr, ndim, group))
 
 
 def _line_plan(shape: tuple, perm: tuple, itemsize: int, vectors: bool, device_id: int) -> tuple:
-    """run_lines' kernel, grid and arguments (the dimensions and strides on the device), kept per key."""
+    """run_lines' kernel, grid and arguments (the dimensions and strides on the device), for _line_plans."""
     lines_shape, lines_perm = shape[:-1], perm[:-1]
     strides = [math.prod(lines_shape[i + 1:]) for i in range(len(lines_shape))]
     host = np.array([lines_shape[p] for p in lines_perm] + [strides[p] for p in lines_perm], np.int64)
@@ -275,9 +275,7 @@ def _line_plan(shape: tuple, perm: tuple, itemsize: int, vectors: bool, device_i
     lines, pieces = math.prod(lines_shape), line_bytes // (16 if vectors else itemsize)
     group = min(32, 1 << (pieces - 1).bit_length())  # lanes per line: a warp moves 32 // group lines at once
     blocks = min(-(-lines // (256 // group)), sm_count(device_id) * 16)
-    plan = _line_plans[(shape, perm, itemsize, vectors, device_id)] = (fn, blocks, lines, line_bytes, meta,
-                                                                        len(lines_shape), group)
-    return plan
+    return fn, blocks, lines, line_bytes, meta, len(lines_shape), group
 
 
 def _fast_runner():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import cudakit
-from cudakit import _args, _check
+from cudakit import _check
 from conftest import on_a_side_stream, poisoned, random_array
 
 mv = importlib.import_module("cudakit.matvec")
