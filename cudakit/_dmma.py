@@ -1,15 +1,17 @@
 """FP64 matrix products on the tensor cores through kernels/matmul_dmma.cu (matmul_dmma_async): a cp.async ring of
-swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant takes it for products
-that fill the GPU with its 128 x 128 tiles (matmul.py); run() takes float64 operands of any layout (2-D, or a batch
-given as strides); tools/dmma_probe.py times every tile against cuBLAS and the register-staged DMMA tiles.
+swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant's planner weighs its
+PLANNED tiles, k whole, beside the register-staged tiles (matmul.py); run() takes float64 operands of any layout
+(2-D, or a batch given as strides); tools/dmma_probe.py times every tile against cuBLAS.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import cupy
 
-from ._compile import instantiation, kernel, launch
+from ._compile import instantiation, kernel, launch, resident_blocks
+from ._device import sm_count
 
 FAMILY = "matmul_dmma"
 MAX_GRID_Z = 65535  # products per launch; the host loops beyond
@@ -54,8 +56,11 @@ TILES = (
     DmmaTile(128, 128, 32, 64, 32, 3),  # half the barriers per flop, 192 KiB: the default
     DmmaTile(128, 64, 16, 64, 32, 4),  # 128 threads, 96 KiB: two blocks an SM
     DmmaTile(64, 128, 16, 32, 64, 4),
+    DmmaTile(64, 64, 16, 32, 32, 4),  # 128 threads, 64 KiB: three blocks an SM, for grids of a few waves
 )
 DEFAULT = TILES[2]  # the fastest at 4096^3 and 8192^3 (docs/NOTES.md)
+PLANNED = TILES[2:]  # the default and the 64-wide tiles, whose grids fill the SMs sooner (rates in _tune.TILE_TFLOPS)
+SMALLEST = TILES[5]
 
 
 def instantiation_groups():
@@ -74,11 +79,11 @@ def _aligned(x, row_axis: int):
     return _layout(aligned_operand(a, row_axis), row_axis)
 
 
-def run(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0)) -> None:
+def run(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), transposed: bool | None = None) -> None:
     """out = A @ B in float64 on the tensor cores (sm_80+). A m x k, B k x n, out m x n C-contiguous (out's first
     product; all `count` products one after the other). batch = (count, A's stride, B's stride) in elements
     between products (0: broadcast). A misaligned operand is copied (padded) with count 1 only."""
-    for args in launches(A, B, out, tile, batch):
+    for args in launches(A, B, out, tile, batch, transposed=transposed):
         launch(*args)
 
 
@@ -87,9 +92,12 @@ def reads_in_place(x, row_axis: int) -> bool:
     return _aligned(x, row_axis)[0] is x
 
 
-def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: int | None = None) -> list:
+def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: int | None = None,
+             transposed: bool | None = None) -> list:
     """The launches (launch()'s arguments) that run() makes; c_ptr: the first product's output address, if not
-    out's (out then gives the shape)."""
+    out's (out then gives the shape). transposed: run C^T = B^T @ A^T, the default where A's k and B's columns are
+    contiguous (two C-order operands): the kernel's mma A is then B^T, row-contiguous, and its fragments need no
+    register moves."""
     tile = DEFAULT if tile is None else tile
     m, k = A.shape
     k2, n = B.shape
@@ -100,13 +108,44 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
     (a, a_kc, lda), (b, b_kc, ldb) = _aligned(A, 0), _aligned(B, 1)
     if count > 1:  # the strides between products are the caller's: the first product's operands must be read in place
         assert a is A and b is B and batch_a % 2 == 0 and batch_b % 2 == 0, "a batch needs aligned operands"
+    if transposed is None:
+        transposed = a_kc and not b_kc
+    if transposed:  # B^T is the kernel's A and A^T its B; each keeps its k stride, so its layout flag
+        (a, a_kc, lda, batch_a), (b, b_kc, ldb, batch_b) = (b, b_kc, ldb, batch_b), (a, a_kc, lda, batch_a)
+        m, n = n, m
     fn = kernel(FAMILY, tile.expression(a_kc, b_kc), tile.expressions())
     blocks = -(-m // tile.bm) * -(-n // tile.bn)
     c_ptr = out.data.ptr if c_ptr is None else c_ptr
     return [(fn, (blocks, 1, min(MAX_GRID_Z, count - z0)), (tile.threads,),
              (a.data.ptr + z0 * batch_a * 8, b.data.ptr + z0 * batch_b * 8, c_ptr + z0 * m * n * 8,
-              m, n, k, lda, ldb, batch_a, batch_b), tile.shared_bytes)
+              m, n, k, lda, ldb, batch_a, batch_b, int(transposed)), tile.shared_bytes)
             for z0 in range(0, count, MAX_GRID_Z)]
+
+
+@functools.lru_cache(maxsize=None)
+def resident(tile: DmmaTile, device_id: int) -> int:
+    """Blocks of `tile` the GPU holds at once (SMs x the driver's occupancy calculator) on device_id, the current one."""
+    fn = kernel(FAMILY, tile.expression(True, False), tile.expressions())
+    return sm_count(device_id) * resident_blocks(fn, tile.threads, tile.shared_bytes)
+
+
+def launcher(A, B, out, tile: DmmaTile | None = None):
+    """f(A, B, out): run(A, B, out, tile) with its launches built once for operands of these shapes and strides, read
+    in place (misaligned operands are padded on every call)."""
+    tile = DEFAULT if tile is None else tile
+    (a, a_kc, _), (b, b_kc, _) = _aligned(A, 0), _aligned(B, 1)
+    if a is not A or b is not B:
+        return lambda A, B, out: run(A, B, out, tile)
+    swap = a_kc and not b_kc  # as launches() decides: each launch then reads B first
+    first, second = (B, A) if swap else (A, B)
+    offsets = [(fn, grid, block, (x - first.data.ptr, y - second.data.ptr, c - out.data.ptr, *rest), smem)
+               for fn, grid, block, (x, y, c, *rest), smem in launches(A, B, out, tile, transposed=swap)]
+
+    def run_launches(A, B, out):
+        x, y = (B, A) if swap else (A, B)
+        for fn, grid, block, (dx, dy, dc, *rest), smem in offsets:
+            launch(fn, grid, block, (x.data.ptr + dx, y.data.ptr + dy, out.data.ptr + dc, *rest), smem)
+    return run_launches
 
 
 def matmul(A, B, tile: DmmaTile | None = None):

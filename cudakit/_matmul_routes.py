@@ -3,8 +3,8 @@
 A C of at most 16 x 16 (not one row or column) with a long k: the dots kernel (blocks summing runs of k). A side of
 C up to 32 with a short k: the skinny kernel (a thread per line of C). Otherwise one row or one column: the matvec
 kernels (they read the matrix once, at memory speed). FP64 with a short k: the small-product kernel (whole rows of
-C per store). FP64 products that fill the GPU: the tensor-core DMMA kernel. Everything else: the register tiles
-(narrow ones for a side of C up to 32) and the split of k that matmul's time model picks.
+C per store). Everything else: the tile and split of k that matmul's time model picks: the register tiles (narrow ones
+for a side of C up to 32) or, for FP64, the pipelined tensor-core DMMA kernel's tiles.
 """
 from __future__ import annotations
 
@@ -160,24 +160,17 @@ def short_k_launcher(A, B, out):
     return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
 
 
-DMMA_MIN_DEPTH = 256  # shallower products keep the planner's split-k and smaller tiles
-DMMA_MIN_WAVES = 2  # tiles per SM from which the pipelined kernel beats the planner's tiles and splits
+DMMA_MIN_WAVES = 2  # tiles per SM from which the pipelined kernel beats the planner's tiles for a batch
 DMMA_MIN_FILL = 0.8  # ... where its tiles fill this share of its rounds of SMs (a mostly idle last wave loses)
 
 
-def _dmma_takes(m: int, n: int, k: int, device_id: int) -> bool:
-    """Whether the pipelined FP64 tensor-core kernel (_dmma) takes an m x k x n product: sm_80 and later, its tiles
-    fill every SM at least DMMA_MIN_WAVES times and DMMA_MIN_FILL of their rounds (a shorter or ragged grid leaves a
-    partial last wave that the planner's smaller tiles and splits of k avoid), and k is deep enough that no split of k
-    is wanted."""
-    return dmma_takes_batch(m, n, k, 1, device_id)
-
-
 def dmma_takes_batch(m: int, n: int, k: int, count: int, device_id: int) -> bool:
-    """_dmma_takes for `count` products of m x k x n launched together (their tiles fill the waves together)."""
+    """Whether the pipelined FP64 tensor-core kernel (_dmma) takes `count` products of m x k x n launched together:
+    sm_80 and later, its tiles fill every SM at least DMMA_MIN_WAVES times and DMMA_MIN_FILL of their rounds (a
+    shorter or ragged grid leaves a partial last wave that the planner's smaller tiles avoid), and k is deep."""
     tile, sms = _dmma.DEFAULT, sm_count(device_id)
     tiles = count * -(-m // tile.bm) * -(-n // tile.bn)
-    return (k >= DMMA_MIN_DEPTH and tiles >= DMMA_MIN_WAVES * sms and tiles >= DMMA_MIN_FILL * -(-tiles // sms) * sms
+    return (k >= mm.DMMA_MIN_DEPTH and tiles >= DMMA_MIN_WAVES * sms and tiles >= DMMA_MIN_FILL * -(-tiles // sms) * sms
             and mm._compute_capability(device_id) >= 80)
 
 
@@ -218,9 +211,9 @@ def _route(A, B, out):
         return _matvec_route(A, B, out)
     if out.dtype == mm.F64 and k <= mm._matmul_batch.SHORT_K_F64:
         return short_k_launcher(A, B, out)
-    if out.dtype == mm.F64 and _dmma_takes(m, n, k, device_id):
-        return _dmma_product
     tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k)
+    if isinstance(tile, _dmma.DmmaTile):
+        return _dmma.launcher(A, B, out, tile)
     if splits > 1:
         return mm.split_k_launcher(tile, A, B, out, splits, depth)
     if min(m, n) < mm.PAD_MIN_DIM and mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B:
@@ -252,6 +245,3 @@ def _matvec_product(A, B, out):
     matrix = _args.contiguous_or_copy(A if n == 1 else B.T)
     matvec_module.run_fast(matrix, vector, out.reshape(-1))
 
-
-def _dmma_product(A, B, out):
-    _dmma.run(A, B, out)

@@ -156,6 +156,10 @@ TILE_TFLOPS = {
     "simt_128x32x32_t4x8_w32x32_s2_b4": 32.7, "simt_32x128x32_t8x4_w32x32_s2_b4": 40.6,
     "simt_128x16x16_t8x2_w32x16_s2_b3": 14.0, "simt_16x128x16_t2x8_w16x32_s2_b3": 11.4,
     "simt_128x32x16_t8x4_w32x32_s2_b3": 20.3, "simt_32x128x16_t4x8_w32x32_s2_b3": 19.2,
+    # the pipelined FP64 kernel's planned tiles (_dmma.PLANNED): the rates that picked best among them over the
+    # mid-size products of session 21's probe (docs/NOTES.md)
+    "128x128x32_w64x32_s3": 50.0, "128x64x16_w64x32_s4": 49.0, "64x128x16_w32x64_s4": 49.0,
+    "64x64x16_w32x32_s4": 48.0,
 }
 SUM_BYTES_PER_S = 2.8e12  # what the split-k sum's reads and writes move at (the H100's, as the rates above)
 LAUNCH_S = 3e-6  # the split-k sum's launch
@@ -172,23 +176,30 @@ def split_depth(k: int, splits: int, bk: int) -> tuple[int, int]:
 
 
 def product_seconds(tile: Tile, m: int, n: int, k: int, splits: int, slots: int, sms: int, itemsize: int,
-                    tail_tiles: int = 0, count: int = 1) -> float:
+                    tail_tiles: int = 0, count: int = 1, last_round_alone: bool = False) -> float:
     """The model's time for `count` products m x n x k in one launch on `tile`, k cut in `splits` runs, `slots`
     blocks resident at once on `sms` SMs.
 
     Whole rounds of blocks, each block's padded tile at the tile's rate per slot; a grid of less than one round
     spreads over the SMs, and an SM holding fewer blocks than it can runs each faster (by the square root of the
-    share it leaves idle); the last `tail_tiles` tiles of a stream-K tail are shared by one round of blocks at
+    share it leaves idle); last_round_alone: so does a partial last round (the pipelined FP64 tiles, whose rates
+    were fitted so); the last `tail_tiles` tiles of a stream-K tail are shared by one round of blocks at
     STREAM_K_TAIL_COST; split k adds its sum pass."""
     rate = TILE_TFLOPS.get(tile.name, min(TILE_TFLOPS.values())) * 1e12
     depth = split_depth(k, splits, tile.bk)[1]
     blocks = -(-m // tile.bm) * -(-n // tile.bn) * splits * count
     block_flops = 2.0 * tile.bm * tile.bn * depth
-    if blocks <= slots:
+
+    def spread(blocks: int) -> float:
         per_sm, most = -(-blocks // sms), max(1, slots // sms)
-        seconds = block_flops * per_sm / (rate / sms * math.sqrt(per_sm / most))
+        return block_flops * per_sm / (rate / sms * math.sqrt(per_sm / most))
+
+    if blocks <= slots:
+        seconds = spread(blocks)
     elif tail_tiles:
         seconds = (blocks - tail_tiles + STREAM_K_TAIL_COST * tail_tiles) * block_flops / rate
+    elif last_round_alone:
+        seconds = blocks // slots * block_flops * slots / rate + (spread(blocks % slots) if blocks % slots else 0)
     else:
         seconds = -(-blocks // slots) * block_flops * slots / rate
     if splits > 1:

@@ -7,6 +7,10 @@
 // B_KC: B(p, j) = B[j * ldb + p], else B[p * ldb + j]. Product z = blockIdx.z reads A + z * batch_a, B + z * batch_b
 // (0: an operand broadcast over the batch) and writes C + z * m * n. Any m, n, k >= 1; 64-bit offsets. The host
 // guarantees 16-byte aligned A and B and even lda, ldb (every 16-byte chunk of two doubles is aligned).
+// c_t: the block's result R = A @ B is stored transposed, R(i, j) at C[j * m + i], so the host can run
+// C = A @ B as C^T = B^T @ A^T for two C-order operands: the mma's A is then B^T, row-contiguous. An mma
+// A fragment pairs rows g and g + 8 at one k, which a k-contiguous A holds in two different 16-byte chunks: the
+// compiler then re-pairs its registers with moves, several per mma.
 #include "common.cuh"
 
 // The mma k depth on sm_90 (8: m16n8k8, 16: m16n8k16). m16n8k16 holds twice the fragments, and the warp tiles
@@ -105,7 +109,7 @@ struct DmmaLoader {
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool A_KC, bool B_KC>
 __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)
     matmul_dmma_async(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, int m,
-                      int n, int k, index_t lda, index_t ldb, index_t batch_a, index_t batch_b) {
+                      int n, int k, index_t lda, index_t ldb, index_t batch_a, index_t batch_b, int c_t) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int THREADS = BM / WM * (BN / WN) * 32, FM = WM / 16, FN = WN / 8;
     static_assert(WM % 16 == 0 && WN % 16 == 0 && BM % WM == 0 && BN % WN == 0 && BK % 8 == 0 && STAGES >= 2,
@@ -265,8 +269,25 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)
     dmma_wait<0>();  // no copy (of an empty slice) outlives the block
 
     // c0, c1: row g, columns 2t, 2t + 1 of the warp's (i, j) 16 x 8 block; c2, c3: row g + 8
-    const bool pairs = (reinterpret_cast<unsigned long long>(C) & 15) == 0 && (n & 1) == 0;
     const int rows = m - m0 - wrow - g, cols = n - n0 - wcol - 2 * t;
+    if (c_t) {  // column 2t of R is a row of C: lanes g = 0..7 of one t store 8 consecutive doubles
+        double* const out = C + (index_t)(n0 + wcol + 2 * t) * m + m0 + wrow + g;
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = 16 * i + 8 * h;
+                if (r >= rows) continue;
+#pragma unroll
+                for (int j = 0; j < FN; ++j) {
+                    const int c = 8 * j;
+                    if (c < cols) out[(index_t)c * m + r] = acc[i][j][2 * h];
+                    if (c + 1 < cols) out[(index_t)(c + 1) * m + r] = acc[i][j][2 * h + 1];
+                }
+            }
+        return;
+    }
+    const bool pairs = (reinterpret_cast<unsigned long long>(C) & 15) == 0 && (n & 1) == 0;
     double* const out = C + (index_t)(m0 + wrow + g) * n + n0 + wcol + 2 * t;
 #pragma unroll
     for (int i = 0; i < FM; ++i)

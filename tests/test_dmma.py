@@ -50,6 +50,41 @@ def test_shapes_and_layouts(tile, a_order, b_order):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tile", _dmma.TILES, ids=lambda t: t.name)
+@pytest.mark.parametrize("b_order", ORDERS)
+def test_c_order_a_both_ways(tile, b_order):
+    """Two C-order operands run as C^T = B^T @ A^T by default; both orders of B run either way when asked."""
+    import cupy
+
+    _needs_sm80()
+    for m, k, n in SHAPES:
+        A, B = random_array((m, k), np.float64), random_array((k, n), np.float64, b_order)
+        ref = cupy.matmul(A, B)
+        for transposed in (False, True):
+            out = poisoned((m, n), np.float64)
+            _dmma.run(A, B, out, tile, transposed=transposed)
+            assert_close(out, ref, np.float64, k, f"{tile.name} transposed={transposed} {m}x{k}x{n}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("a_order", ORDERS)
+@pytest.mark.parametrize("b_order", ORDERS)
+def test_launcher_on_fresh_operands(a_order, b_order):
+    """launcher() builds its launches from one set of operands and runs them on others of the same shapes and
+    layouts (odd sides: the padded copies; even ones: read in place)."""
+    import cupy
+
+    _needs_sm80()
+    for m, k, n in [(70, 1001, 50), (130, 514, 34)]:
+        made = [(random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)) for _ in "ab"]
+        run = _dmma.launcher(*made[0], poisoned((m, n), np.float64), _dmma.PLANNED[-1])
+        for A, B in made:
+            out = poisoned((m, n), np.float64)
+            run(A, B, out)
+            assert_close(out, cupy.matmul(A, B), np.float64, k, f"{a_order}{b_order} {m}x{k}x{n}")
+
+
+@pytest.mark.gpu
 def test_transposed_views_and_misaligned_operands():
     import cupy
 
@@ -60,6 +95,9 @@ def test_transposed_views_and_misaligned_operands():
     out = poisoned((m, n), np.float64)
     _dmma.run(A, B, out)
     assert_close(out, cupy.matmul(A, B), np.float64, k, "views")
+    out = poisoned((m, n), np.float64)
+    _dmma.launcher(A, B, out)(A, B, out)  # (A padded on every call)
+    assert_close(out, cupy.matmul(A, B), np.float64, k, "views, launcher")
 
 
 @pytest.mark.gpu

@@ -474,22 +474,29 @@ def test_tf32_follows_cupys_compute_type_unless_told():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("orders", [("C", "C"), ("F", "C"), ("C", "F"), ("F", "F")])
-def test_float64_products_that_fill_the_gpu_take_the_pipelined_dmma_kernel(orders, monkeypatch):
-    """The fast variant's FP64 path on sm_80+: products whose 128 x 128 tiles fill every SM twice and 80% of their
-    rounds, k deep enough."""
+@pytest.mark.parametrize("mkn", [(2305, 301, 2051), (1031, 1029, 1027), (200, 20011, 150)], ids=str)
+def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monkeypatch):
+    """The fast variant's FP64 path on sm_80+: products at least DMMA_MIN_DEPTH deep, both sides of C past
+    NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole; a small C
+    with a long k keeps the register tiles' split of k."""
     import cupy
 
-    from cudakit import _dmma
+    from cudakit import _dmma, _matmul_routes
 
     if int(cupy.cuda.Device().compute_capability) < 80:
         pytest.skip("the FP64 tensor cores need sm_80")
+    m, k, n = mkn  # partial tiles at every edge, odd sides
+    tile, splits, _ = mm.plan(0, np.float64, m, n, k)
+    pipelined = isinstance(tile, _dmma.DmmaTile)
+    assert pipelined == (k < 10000), tile
+    assert splits == 1 or not pipelined, splits
     taken = []
-    monkeypatch.setattr(_dmma, "run", lambda *a, run=_dmma.run, **k: taken.append(a[0].shape) or run(*a, **k))
-    m, k, n = 2305, 301, 2051  # 19 x 17 tiles: three rounds of 132 SMs, 82% full; partial at every edge; an odd k
+    monkeypatch.setattr(_dmma, "launcher", lambda *a, make=_dmma.launcher: taken.append(a[3]) or make(*a))
+    monkeypatch.setattr(_matmul_routes, "_routes", {})
     A = random_array((m, k), np.float64, orders[0])
     B = random_array((k, n), np.float64, orders[1])
     out = cudakit.matmul(A, B, out=poisoned((m, n), np.float64))
-    assert taken == [(m, k)]
+    assert taken == ([tile] if pipelined else [])
     assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.float64, k)
 
 

@@ -1,9 +1,12 @@
 """Probe for the standalone FP64 tensor-core kernel (kernels/matmul_dmma.cu through cudakit._dmma).
 
     PYTHONPATH=. python3 tools/dmma_probe.py [--sizes 2048 4096 8192] [--json FILE]
+    PYTHONPATH=. python3 tools/dmma_probe.py --shapes 683x911x1237:FC ...   (m x k x n, A and B orders)
 
 1. Correctness: every tile on odd shapes in all four layouts against float64 cupy.matmul (relative error within
    _check.tolerance(float64, k)).
+--shapes: only GPU-time TFLOP/s of cupy.matmul, cudakit.matmul and every tile on those shapes (the mid-size and
+   long-k FP64 products the fast variant plans off this kernel).
 2. TFLOP/s of every tile against cupy.matmul (cuBLAS) and cudakit.matmul (the current DMMA path) at each size, C
    order; then the best tile at 4096^3 in the other three layouts, and the best tile built with m16n8k16 on sm_90
    (-DCUDAKIT_DMMA_K=16; it may spill) to compare mma shapes.
@@ -13,6 +16,7 @@ prints its own exception.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import time
 import traceback
@@ -78,18 +82,51 @@ class K16:
         fn = self.fns[t.expression(True, False)]
         assert A.flags.c_contiguous and B.flags.c_contiguous and k % 2 == 0 and n % 2 == 0
         _compile.launch(fn, (-(-m // t.bm) * -(-n // t.bn), 1, 1), (t.threads,),
-                        (A, B, out, m, n, k, k, n, 0, 0), t.shared_bytes)
+                        (A, B, out, m, n, k, k, n, 0, 0, 0), t.shared_bytes)
+
+
+def shapes_table(shapes: list[str], rows: list) -> None:
+    """GPU-time TFLOP/s of cupy.matmul, cudakit.matmul and every tile on each 'MxKxN[:AB]' shape."""
+    for text in shapes:
+        dims, _, orders = text.partition(":")
+        m, k, n = map(int, dims.split("x"))
+        a_order, b_order = (orders or "CC")
+        set_bytes = (m * k + k * n + m * n) * 8
+        count = timing.sets_past_l2(set_bytes, cupy.cuda.runtime.getDevice(), max_sets=8)
+        sets = [(random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order),
+                 cupy.empty((m, n), np.float64)) for _ in range(count)]
+        rate = lambda call: 2 * m * n * k / timing.measure(lambda i: call(*sets[i % count]), BUDGET)[0].median / 1e12
+        ref = rate(lambda A, B, o: cupy.matmul(A, B, out=o))
+        tile, splits, _ = importlib.import_module("cudakit.matmul").plan(cupy.cuda.runtime.getDevice(), np.float64, m, n, k)
+        line = {"shape": text, "plan": f"{tile.name}/{splits}", "cublas": ref,
+                "current": rate(lambda A, B, o: cudakit.matmul(A, B, out=o))}
+        for tile in _dmma.TILES:
+            case(tile.name, lambda: check(tile, a_order, b_order, m, k, n))
+            line[tile.name] = rate(lambda A, B, o: _dmma.run(A, B, o, tile))
+        rows.append(line)
+        print(f"  {text:22s} " + "  ".join(f"{key} {v}" if key == "plan" else f"{key} {v:6.2f}" if key == "cublas"
+                                            else f"{key} x{v / ref:.2f}" for key, v in line.items() if key != "shape"),
+              flush=True)
+        sets.clear()
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="*", default=[2048, 4096, 8192])
+    p.add_argument("--shapes", nargs="*")
     p.add_argument("--json")
     args = p.parse_args()
     start = time.perf_counter()
     dev = cupy.cuda.Device()
     print(f"device {cupy.cuda.runtime.getDeviceProperties(dev.id)['name'].decode()} sm_{dev.compute_capability}")
     rows = []
+    if args.shapes:
+        shapes_table(args.shapes, rows)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, default=str)
+        return
 
     print("correctness (odd shapes, layouts AB: C/F each):", flush=True)
     for tile in _dmma.TILES:
@@ -118,6 +155,12 @@ def main():
             best[size] = max(best.get(size, (0, None)), (rate, tile), key=lambda x: x[0])
             print(f"  {tile.name:26s} {rate:6.2f}  x{rate / ref if ref else 0:.2f} cuBLAS  "
                   f"x{rate / cur if cur else 0:.2f} current", flush=True)
+        # C order is run as C^T = B^T @ A^T; the default tile as written (A's fragments re-paired in registers):
+        plain = case("not transposed", lambda: tflops(lambda A, B, o: _dmma.run(A, B, o, transposed=False), sets, size))
+        if plain:
+            rows.append({"size": size, "tile": _dmma.DEFAULT.name + " not transposed", "tflops": plain, "cublas": ref})
+            print(f"  {_dmma.DEFAULT.name + ' not transposed':26s} {plain:6.2f}  x{plain / ref if ref else 0:.2f} cuBLAS",
+                  flush=True)
         del sets
         cupy.get_default_memory_pool().free_all_blocks()
 
