@@ -129,6 +129,12 @@ def resident(tile: DmmaTile, device_id: int) -> int:
     return sm_count(device_id) * resident_blocks(fn, tile.threads, tile.shared_bytes)
 
 
+def moves_fragments(A, B) -> bool:
+    """Whether the kernel re-pairs its mma A fragments with register moves for these operands: both k-contiguous
+    (a C-order A and an F-order B), so that its A is k-contiguous whichever way it runs."""
+    return _aligned(A, 0)[1] and _aligned(B, 1)[1]
+
+
 def launcher(A, B, out, tile: DmmaTile | None = None):
     """f(A, B, out): run(A, B, out, tile) with its launches built once for operands of these shapes and strides, read
     in place (misaligned operands are padded on every call)."""

@@ -213,7 +213,11 @@ def _route(A, B, out):
         return short_k_launcher(A, B, out)
     tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k)
     if isinstance(tile, _dmma.DmmaTile):
-        return _dmma.launcher(A, B, out, tile)
+        if not _dmma.moves_fragments(A, B):
+            return _dmma.launcher(A, B, out, tile)
+        if dmma_takes_batch(m, n, k, 1, device_id):  # (its register moves cost less than the planner's tiles here)
+            return _dmma.launcher(A, B, out)
+        tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, pipelined=False)
     if splits > 1:
         return mm.split_k_launcher(tile, A, B, out, splits, depth)
     if min(m, n) < mm.PAD_MIN_DIM and mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B:

@@ -201,14 +201,15 @@ def uses_stream_k(tile: Tile) -> bool:
     return tile.kind == "simt" and tile.ksplit == 1 and tile.stages == 2
 
 
-def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1) -> tuple[Tile, int, int]:
-    """_plan for the tiles tuned now (a new tuning replans)."""
+def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1, pipelined: bool = True) -> tuple[Tile, int, int]:
+    """_plan for the tiles tuned now (a new tuning replans); pipelined=False leaves the pipelined DMMA tiles out."""
     dtype = np.dtype(dtype)
-    return _plan(_tune.tiles(device_id, dtype), device_id, dtype, m, n, k, count)
+    return _plan(_tune.tiles(device_id, dtype), device_id, dtype, m, n, k, count, pipelined)
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int, count: int) -> tuple[Tile, int, int]:
+def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int, count: int,
+          pipelined: bool = True) -> tuple[Tile, int, int]:
     """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64
     tile between them; for a short k, the tile with the most blocks per SM alone; for FP64 products that give most
     SMs a tile of the pipelined kernel, its tiles alone, a _dmma.DmmaTile, k whole), the tile and the split of k into
@@ -221,7 +222,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         tiles = (large, small) + ((_tune.MIDDLE_TILE[dtype],) if dtype in _tune.MIDDLE_TILE else ())
     if min(m, n) <= _tune.NARROW_SIDE:
         tiles += _tune.NARROW_TILES[dtype]
-    if (dtype == F64 and count == 1 and k >= DMMA_MIN_DEPTH and min(m, n) > _tune.NARROW_SIDE
+    if (pipelined and dtype == F64 and count == 1 and k >= DMMA_MIN_DEPTH and min(m, n) > _tune.NARROW_SIDE
             and _compute_capability(device_id) >= 80
             and -(-m // _dmma.SMALLEST.bm) * -(-n // _dmma.SMALLEST.bn) >= DMMA_MIN_ROUND * sm_count(device_id)):
         tiles = _dmma.PLANNED

@@ -477,8 +477,9 @@ def test_tf32_follows_cupys_compute_type_unless_told():
 @pytest.mark.parametrize("mkn", [(2305, 301, 2051), (1031, 1029, 1027), (200, 20011, 150)], ids=str)
 def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monkeypatch):
     """The fast variant's FP64 path on sm_80+: products at least DMMA_MIN_DEPTH deep, both sides of C past
-    NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole; a small C
-    with a long k keeps the register tiles' split of k."""
+    NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole (for a
+    C-order A with an F-order B, only the 128 x 128 tile where it fills the GPU); a small C with a long k keeps the
+    register tiles' split of k."""
     import cupy
 
     from cudakit import _dmma, _matmul_routes
@@ -491,12 +492,16 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
     assert pipelined == (k < 10000), tile
     assert splits == 1 or not pipelined, splits
     taken = []
-    monkeypatch.setattr(_dmma, "launcher", lambda *a, make=_dmma.launcher: taken.append(a[3]) or make(*a))
+    monkeypatch.setattr(_dmma, "launcher", lambda A, B, out, tile=_dmma.DEFAULT, make=_dmma.launcher:
+                        taken.append(tile) or make(A, B, out, tile))
     monkeypatch.setattr(_matmul_routes, "_routes", {})
     A = random_array((m, k), np.float64, orders[0])
     B = random_array((k, n), np.float64, orders[1])
     out = cudakit.matmul(A, B, out=poisoned((m, n), np.float64))
-    assert taken == ([tile] if pipelined else [])
+    if _dmma.moves_fragments(A, B):  # a C-order A and an F-order B: the 128 x 128 tile only where it fills the GPU
+        assert taken == ([_dmma.DEFAULT] if pipelined and _matmul_routes.dmma_takes_batch(m, n, k, 1, 0) else [])
+    else:
+        assert taken == ([tile] if pipelined else [])
     assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.float64, k)
 
 
