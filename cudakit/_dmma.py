@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import cupy
 
+from . import _tune
 from ._compile import instantiation, kernel, launch, resident_blocks
 from ._device import sm_count
 
@@ -61,6 +62,9 @@ TILES = (
 DEFAULT = TILES[2]  # the fastest at 4096^3 and 8192^3 (docs/NOTES.md)
 PLANNED = TILES[2:]  # the default and the 64-wide tiles, whose grids fill the SMs sooner (rates in _tune.TILE_TFLOPS)
 SMALLEST = TILES[5]
+# FP64 products at least MIN_DEPTH deep whose C gives MIN_ROUND of the SMs a SMALLEST tile: the PLANNED tiles, k whole
+# (they outran the register tiles' splits of k)
+MIN_DEPTH, MIN_ROUND = 256, 0.8
 
 
 def instantiation_groups():
@@ -120,6 +124,13 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
              (a.data.ptr + z0 * batch_a * 8, b.data.ptr + z0 * batch_b * 8, c_ptr + z0 * m * n * 8,
               m, n, k, lda, ldb, batch_a, batch_b, int(transposed)), tile.shared_bytes)
             for z0 in range(0, count, MAX_GRID_Z)]
+
+
+def planned(m: int, n: int, k: int, device_id: int) -> bool:
+    """Whether matmul's planner weighs the PLANNED tiles alone for an m x k x n FP64 product: sm_80 and later, k at
+    least MIN_DEPTH, both sides of C past _tune.NARROW_SIDE, and C giving MIN_ROUND of the SMs a SMALLEST tile."""
+    return (k >= MIN_DEPTH and min(m, n) > _tune.NARROW_SIDE and _tune.compute_capability(device_id) >= 80
+            and -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) >= MIN_ROUND * sm_count(device_id))
 
 
 @functools.lru_cache(maxsize=None)

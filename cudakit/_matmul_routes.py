@@ -170,7 +170,7 @@ def dmma_takes_batch(m: int, n: int, k: int, count: int, device_id: int) -> bool
     shorter or ragged grid leaves a partial last wave that the planner's smaller tiles avoid), and k is deep."""
     tile, sms = _dmma.DEFAULT, sm_count(device_id)
     tiles = count * -(-m // tile.bm) * -(-n // tile.bn)
-    return (k >= mm.DMMA_MIN_DEPTH and tiles >= DMMA_MIN_WAVES * sms and tiles >= DMMA_MIN_FILL * -(-tiles // sms) * sms
+    return (k >= _dmma.MIN_DEPTH and tiles >= DMMA_MIN_WAVES * sms and tiles >= DMMA_MIN_FILL * -(-tiles // sms) * sms
             and mm._compute_capability(device_id) >= 80)
 
 

@@ -111,12 +111,8 @@ MAX_TAIL_FILL = 15 / 16  # a last wave fuller than this gains too little from sh
 
 def stream_k_tail(tiles: int, slots: int, k: int, bk: int) -> tuple[int, int]:
     """(tail_start, sk_blocks) for a grid of `tiles` on `slots` resident blocks: the tiles from tail_start on are
-    shared in equal runs of k slices by sk_blocks blocks; (tiles, 0) when every block keeps one tile.
-
-    4096^2 in 128 x 128 tiles is 1024 tiles on 264 slots (an H100): three full waves and a fourth of 232 tiles,
-    4 tile-times in all. The last 232 + 264 tiles shared by 264 blocks take 1.88 tile-times after two full waves:
-    3.88. The tail holds a wave more than the leftover so that each block's run is at least a tile long: then a
-    tile is cut at most once, into two parts.
+    shared in equal runs of k slices by sk_blocks blocks; (tiles, 0) when every block keeps one tile. The tail holds
+    a wave more than the leftover so that each block's run is at least a tile long: a tile is cut at most once.
     """
     full, rest = divmod(tiles, slots)
     if full == 0 or rest == 0 or rest > MAX_TAIL_FILL * slots or -(-k // bk) < MIN_TAIL_SLICES:
@@ -180,10 +176,6 @@ def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last
         launch(*args)
 
 
-# FP64 products on sm_80+ at least DMMA_MIN_DEPTH deep whose C gives DMMA_MIN_ROUND of the SMs a tile of the
-# pipelined kernel's smallest take its tiles, k whole: they outran the register tiles' splits of k.
-DMMA_MIN_DEPTH = 256
-DMMA_MIN_ROUND = 0.8
 MIN_SPLIT_DEPTH = 256  # the least k a split-k share takes: shallower shares cost more in partial sums than they gain
 # A grid under one round of resident blocks is all k loop: its shares may be as shallow as MIN_SMALL_GRID_SPLIT_DEPTH,
 # but at least MIN_SPLIT_SLICES slices, so that the double-buffered pipeline still runs.
@@ -211,10 +203,9 @@ def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1, pipeline
 def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int, count: int,
           pipelined: bool = True) -> tuple[Tile, int, int]:
     """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64
-    tile between them; for a short k, the tile with the most blocks per SM alone; for FP64 products that give most
-    SMs a tile of the pipelined kernel, its tiles alone, a _dmma.DmmaTile, k whole), the tile and the split of k into
-    `splits` runs of `depth` whose modelled time (_tune.product_seconds) is least. `count` products launched
-    together (a batch) keep k whole, on the register-staged tiles."""
+    tile between them; for a short k, the tile with the most blocks per SM alone; for FP64 that _dmma.planned, its
+    tiles alone, k whole), the tile and the split of k into `splits` runs of `depth` whose modelled time
+    (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole."""
     large, small = pair
     if k <= _tune.SMALL_K:
         tiles = (_tune.SMALL_K_TILE.get(dtype, small),)
@@ -222,25 +213,23 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         tiles = (large, small) + ((_tune.MIDDLE_TILE[dtype],) if dtype in _tune.MIDDLE_TILE else ())
     if min(m, n) <= _tune.NARROW_SIDE:
         tiles += _tune.NARROW_TILES[dtype]
-    if (pipelined and dtype == F64 and count == 1 and k >= DMMA_MIN_DEPTH and min(m, n) > _tune.NARROW_SIDE
-            and _compute_capability(device_id) >= 80
-            and -(-m // _dmma.SMALLEST.bm) * -(-n // _dmma.SMALLEST.bn) >= DMMA_MIN_ROUND * sm_count(device_id)):
+    if pipelined and dtype == F64 and count == 1 and _dmma.planned(m, n, k, device_id):
         tiles = _dmma.PLANNED
     sms, best = sm_count(device_id), None
     for tile in tiles:
-        pipelined = isinstance(tile, _dmma.DmmaTile)
-        slots = _dmma.resident(tile, device_id) if pipelined else resident_tiles(tile, dtype, device_id)
+        dmma = isinstance(tile, _dmma.DmmaTile)
+        slots = _dmma.resident(tile, device_id) if dmma else resident_tiles(tile, dtype, device_id)
         grid = -(-m // tile.bm) * -(-n // tile.bn)
         rounds = MAX_SPLIT_ROUNDS if grid * MAX_SPLIT_ROUNDS >= slots else 1
         least = MIN_SPLIT_DEPTH if grid >= slots else max(MIN_SMALL_GRID_SPLIT_DEPTH, MIN_SPLIT_SLICES * tile.bk)
         most = min(k // least, MAX_SPLIT_BYTES // (m * n * dtype.itemsize), max(1, rounds * slots // grid))
-        for wanted in _tune.split_counts(most if count == 1 and not pipelined else 1):
+        for wanted in _tune.split_counts(most if count == 1 and not dmma else 1):
             splits, depth = _tune.split_depth(k, wanted, tile.bk)
             tail = 0
-            if count == 1 and splits == 1 and not pipelined and uses_stream_k(tile):
+            if count == 1 and splits == 1 and not dmma and uses_stream_k(tile):
                 tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0]
             seconds = _tune.product_seconds(tile, m, n, k, splits, slots, sms, dtype.itemsize, tail, count,
-                                            last_round_alone=pipelined)
+                                            last_round_alone=dmma)
             if best is None or seconds < best[0]:
                 best = (seconds, tile, splits, depth)
     return best[1:]

@@ -476,7 +476,7 @@ def test_tf32_follows_cupys_compute_type_unless_told():
 @pytest.mark.parametrize("orders", [("C", "C"), ("F", "C"), ("C", "F"), ("F", "F")])
 @pytest.mark.parametrize("mkn", [(2305, 301, 2051), (1031, 1029, 1027), (200, 20011, 150)], ids=str)
 def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monkeypatch):
-    """The fast variant's FP64 path on sm_80+: products at least DMMA_MIN_DEPTH deep, both sides of C past
+    """The fast variant's FP64 path on sm_80+: products at least _dmma.MIN_DEPTH deep, both sides of C past
     NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole (for a
     C-order A with an F-order B, only the 128 x 128 tile where it fills the GPU); a small C with a long k keeps the
     register tiles' split of k."""
