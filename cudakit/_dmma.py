@@ -114,7 +114,7 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
         assert a is A and b is B and batch_a % 2 == 0 and batch_b % 2 == 0, "a batch needs aligned operands"
     if transposed is None:
         transposed = a_kc and not b_kc
-    if transposed:  # B^T is the kernel's A and A^T its B; each keeps its k stride, so its layout flag
+    if transposed:  # B^T is the kernel's A, A^T its B: each keeps its layout flag (its k stride is the same)
         (a, a_kc, lda, batch_a), (b, b_kc, ldb, batch_b) = (b, b_kc, ldb, batch_b), (a, a_kc, lda, batch_a)
         m, n = n, m
     fn = kernel(FAMILY, tile.expression(a_kc, b_kc), tile.expressions())
