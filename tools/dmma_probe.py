@@ -5,11 +5,11 @@
 
 1. Correctness: every tile on odd shapes in all four layouts against float64 cupy.matmul (relative error within
    _check.tolerance(float64, k)).
---shapes: only GPU-time TFLOP/s of cupy.matmul, cudakit.matmul and every tile on those shapes (the mid-size and
-   long-k FP64 products the fast variant plans off this kernel).
 2. TFLOP/s of every tile against cupy.matmul (cuBLAS) and cudakit.matmul (the current DMMA path) at each size, C
    order; then the best tile at 4096^3 in the other three layouts, and the best tile built with m16n8k16 on sm_90
    (-DCUDAKIT_DMMA_K=16; it may spill) to compare mma shapes.
+With --shapes, only: the planner's pick and the GPU-time TFLOP/s of cupy.matmul, cudakit.matmul and every tile (each
+checked first) on those shapes, the mid-size products the planner weighs the tiles for.
 Timed with cudakit.bench.timing.measure (CUDA events, input sets rotated past the L2, median). Every case catches and
 prints its own exception.
 """
