@@ -20,7 +20,7 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _check, _tune
+from cudakit import _check, _dmma, _tune
 from cudakit.bench import timing
 
 mm = importlib.import_module("cudakit.matmul")
@@ -112,8 +112,9 @@ def probe(quick: bool, fast_only: bool = False, experiments: bool = False):
                 entries += [(t.name, (lambda s, t=t: mm.run_fast_tile(t, s["A"], s["B"], s["out"]))) for t in tiles]
             elif fast_only:  # the fast variant and its tile launched directly (no padding of misaligned operands)
                 tile = mm.plan(device, dtype, m, n, k)[0]
+                direct = _dmma.run if isinstance(tile, _dmma.DmmaTile) else lambda A, B, out, t: mm.run_tile(t, A, B, out)
                 entries.append((f"{tile.name} direct",
-                                lambda s, tile=tile: mm.run_tile(tile, s["A"], s["B"], s["out"])))
+                                lambda s, tile=tile, direct=direct: direct(s["A"], s["B"], s["out"], tile)))
             elif m * n * k <= 4096 ** 3 and m * n * k >= 512 ** 3:
                 entries += [(name, (lambda s, name=name: cudakit.matmul(s["A"], s["B"], out=s["out"], variant=name)))
                             for name in ("blocktile_2d", "warp_tiled", "double_buffered")]
