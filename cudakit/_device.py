@@ -11,6 +11,12 @@ def sm_count(device_id: int) -> int:
     return cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
 
 
+@functools.lru_cache(maxsize=None)
+def shared_per_block(device_id: int) -> int:
+    """The most shared memory one block may take on device_id (the opt-in maximum), in bytes."""
+    return cupy.cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"]
+
+
 class _Workspace:
     """The two buffers of one (device, stream), with their sizes and addresses as plain ints for the hot path."""
 

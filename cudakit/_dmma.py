@@ -12,7 +12,7 @@ import cupy
 
 from . import _tune
 from ._compile import instantiation, kernel, launch, resident_blocks
-from ._device import sm_count
+from ._device import shared_per_block, sm_count
 
 FAMILY = "matmul_dmma"
 MAX_GRID_Z = 65535  # products per launch; the host loops beyond
@@ -126,9 +126,15 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
             for z0 in range(0, count, MAX_GRID_Z)]
 
 
+def fits(tile: DmmaTile, device_id: int) -> bool:
+    """Whether a block of `tile` fits device_id's shared memory (the 128 x 128 default does not before sm_90)."""
+    return tile.shared_bytes <= shared_per_block(device_id)
+
+
 def planned(m: int, n: int, k: int, device_id: int) -> bool:
-    """Whether matmul's planner weighs the PLANNED tiles alone for an m x k x n FP64 product: sm_80 and later, k at
-    least MIN_DEPTH, both sides of C past _tune.NARROW_SIDE, and C giving MIN_ROUND of the SMs a SMALLEST tile."""
+    """Whether matmul's planner weighs the PLANNED tiles alone (those that fit) for an m x k x n FP64 product: sm_80
+    and later, k at least MIN_DEPTH, both sides of C past _tune.NARROW_SIDE, and C giving MIN_ROUND of the SMs a
+    SMALLEST tile."""
     return (k >= MIN_DEPTH and min(m, n) > _tune.NARROW_SIDE and _tune.compute_capability(device_id) >= 80
             and -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) >= MIN_ROUND * sm_count(device_id))
 

@@ -197,8 +197,8 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
             launches += small_launches(small, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
         elif dots:
             launches += mm._matmul_routes.dots_launches(a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
-        elif pipelined:  # FP64 on the pipelined tensor-core kernel
-            launches += _dmma.launches(a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
+        elif pipelined:  # FP64 on the pipelined tensor-core kernel (A's address first: the launches are rebased)
+            launches += _dmma.launches(a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr, transposed=False)
         else:
             launches += mm.tile_launches(tile, a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
     return launches, in_place

@@ -166,12 +166,13 @@ DMMA_MIN_FILL = 0.8  # ... where its tiles fill this share of its rounds of SMs 
 
 def dmma_takes_batch(m: int, n: int, k: int, count: int, device_id: int) -> bool:
     """Whether the pipelined FP64 tensor-core kernel (_dmma) takes `count` products of m x k x n launched together:
-    sm_80 and later, its tiles fill every SM at least DMMA_MIN_WAVES times and DMMA_MIN_FILL of their rounds (a
-    shorter or ragged grid leaves a partial last wave that the planner's smaller tiles avoid), and k is deep."""
+    sm_80 and later with room for its default tile, whose tiles fill every SM at least DMMA_MIN_WAVES times and
+    DMMA_MIN_FILL of their rounds (a shorter or ragged grid leaves a partial last wave that the planner's smaller
+    tiles avoid), and k is deep."""
     tile, sms = _dmma.DEFAULT, sm_count(device_id)
     tiles = count * -(-m // tile.bm) * -(-n // tile.bn)
     return (k >= _dmma.MIN_DEPTH and tiles >= DMMA_MIN_WAVES * sms and tiles >= DMMA_MIN_FILL * -(-tiles // sms) * sms
-            and mm._compute_capability(device_id) >= 80)
+            and mm._compute_capability(device_id) >= 80 and _dmma.fits(tile, device_id))
 
 
 ROUTES_KEPT = 4096  # the fast variant's routes remembered; past this the memory starts over

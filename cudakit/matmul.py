@@ -214,7 +214,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     if min(m, n) <= _tune.NARROW_SIDE:
         tiles += _tune.NARROW_TILES[dtype]
     if pipelined and dtype == F64 and count == 1 and _dmma.planned(m, n, k, device_id):
-        tiles = _dmma.PLANNED
+        tiles = tuple(t for t in _dmma.PLANNED if _dmma.fits(t, device_id))
     sms, best = sm_count(device_id), None
     for tile in tiles:
         dmma = isinstance(tile, _dmma.DmmaTile)

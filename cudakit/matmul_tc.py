@@ -16,7 +16,7 @@ import cupy
 import numpy as np
 
 from ._compile import ctype, instantiation, kernel, launch
-from ._device import sm_count
+from ._device import shared_per_block, sm_count
 from ._variants import Variant, register
 
 FAMILY = "matmul_tc"
@@ -204,8 +204,7 @@ def run_tc(kind: str, A, B, out, batch=(1, 0, 0), tile: TcTile | None = None) ->
 @functools.lru_cache(maxsize=None)
 def _fits(tile: TcTile, name: str, device_id: int) -> bool:
     """Whether a block of `tile` fits the device's shared memory (what a block may opt in to)."""
-    optin = cupy.cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"]
-    return tile.shared_bytes(ITEMSIZE[name]) <= optin
+    return tile.shared_bytes(ITEMSIZE[name]) <= shared_per_block(device_id)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -146,8 +146,30 @@ def test_a_batch_that_fills_the_gpu_takes_the_pipelined_kernel(shapes, monkeypat
     taken = []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})  # (planned afresh)
     monkeypatch.setattr(_dmma, "launches", lambda *a, make=_dmma.launches, **k: taken.append(1) or make(*a, **k))
-    A, B = random_array(shapes[0], np.float64), random_array(shapes[1], np.float64)
-    want = cupy.matmul(A, B)
-    out = cudakit.matmul(A, B, out=poisoned(want.shape, np.float64))
-    assert taken, "the batch went to the planner's tiles"
-    assert_close(out, want, np.float64, A.shape[-1], str(shapes))
+    for call in ("planned", "kept"):  # the second call, on fresh operands, runs the launches kept by the first
+        A, B = random_array(shapes[0], np.float64), random_array(shapes[1], np.float64)
+        want = cupy.matmul(A, B)
+        out = cudakit.matmul(A, B, out=poisoned(want.shape, np.float64))
+        assert taken, "the batch went to the planner's tiles"
+        assert_close(out, want, np.float64, A.shape[-1], f"{shapes}, {call}")
+
+
+@pytest.mark.gpu
+def test_tiles_too_big_for_the_shared_memory_are_not_planned(monkeypatch):
+    """Before sm_90 the 128 x 128 default (192 KiB) does not fit a block's shared memory: the planner and the batch
+    rule leave it out (here a smaller limit stands in for such a GPU)."""
+    import importlib
+
+    from cudakit import _matmul_routes
+
+    _needs_sm80()
+    mm = importlib.import_module("cudakit.matmul")
+    monkeypatch.setattr(_dmma, "shared_per_block", lambda device_id: 99 * 1024)
+    mm._plan.cache_clear()
+    try:
+        for m, k, n in [(1024, 1024, 1024), (4096, 4096, 4096)]:
+            tile = mm.plan(0, np.float64, m, n, k)[0]
+            assert not isinstance(tile, _dmma.DmmaTile) or tile.shared_bytes <= 99 * 1024, tile
+        assert not _matmul_routes.dmma_takes_batch(4096, 4096, 4096, 1, 0)
+    finally:
+        mm._plan.cache_clear()
