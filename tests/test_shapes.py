@@ -518,6 +518,7 @@ def test_the_dots_kernel_takes_batches_of_tiny_c_past_the_small_kernel(monkeypat
 def test_the_pipelined_fp64_kernel_takes_grids_of_full_waves(monkeypatch):
     monkeypatch.setattr(_matmul_routes, "sm_count", lambda device_id: 132)
     monkeypatch.setattr(_matmul_routes.mm, "_compute_capability", lambda device_id: 90)
+    monkeypatch.setattr(_matmul_routes._dmma, "shared_per_block", lambda device_id: 227 * 1024)  # an H100's
     takes = lambda m, k, n, count=1: _matmul_routes.dmma_takes_batch(m, n, k, count, 0)
     assert takes(4096, 4096, 4096) and takes(33 * 128, 256, 8 * 128)  # 1024 tiles in 8 rounds; 264 in 2
     assert not takes(33 * 128, 255, 8 * 128)  # a split of k is wanted
@@ -525,6 +526,8 @@ def test_the_pipelined_fp64_kernel_takes_grids_of_full_waves(monkeypatch):
     assert not takes(3559, 4357, 1213) and not takes(28 * 128, 4357, 10 * 128)  # 280 tiles: 3 rounds, 71% full
     assert takes(33 * 128, 4096, 10 * 128)  # 330 tiles: 3 rounds, 83% full
     assert takes(128, 4096, 128, 1024) and not takes(128, 4096, 128, 280)  # a batch's tiles fill the rounds together
+    monkeypatch.setattr(_matmul_routes._dmma, "shared_per_block", lambda device_id: 163 * 1024)  # an A100's
+    assert not takes(4096, 4096, 4096)  # the 192 KiB default tile does not fit
 
 
 def test_the_small_kernel_takes_short_k_and_small_c_and_pads_c_least():
