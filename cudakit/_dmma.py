@@ -113,7 +113,7 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
     if count > 1:  # the strides between products are the caller's: the first product's operands must be read in place
         assert a is A and b is B and batch_a % 2 == 0 and batch_b % 2 == 0, "a batch needs aligned operands"
     if transposed is None:
-        transposed = a_kc and not b_kc
+        transposed = _transposes(a_kc, b_kc)
     if transposed:  # B^T is the kernel's A, A^T its B: each keeps its layout flag (its k stride is the same)
         (a, a_kc, lda, batch_a), (b, b_kc, ldb, batch_b) = (b, b_kc, ldb, batch_b), (a, a_kc, lda, batch_a)
         m, n = n, m
@@ -124,6 +124,11 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
              (a.data.ptr + z0 * batch_a * 8, b.data.ptr + z0 * batch_b * 8, c_ptr + z0 * m * n * 8,
               m, n, k, lda, ldb, batch_a, batch_b, int(transposed)), tile.shared_bytes)
             for z0 in range(0, count, MAX_GRID_Z)]
+
+
+def _transposes(a_kc: bool, b_kc: bool) -> bool:
+    """launches()'s default orientation: C^T = B^T @ A^T where A's k and B's columns are contiguous."""
+    return a_kc and not b_kc
 
 
 def fits(tile: DmmaTile, device_id: int) -> bool:
@@ -149,7 +154,9 @@ def resident(tile: DmmaTile, device_id: int) -> int:
 def moves_fragments(A, B) -> bool:
     """Whether the kernel re-pairs its mma A fragments with register moves for these operands: both k-contiguous
     (a C-order A and an F-order B), so that its A is k-contiguous whichever way it runs."""
-    return _aligned(A, 0)[1] and _aligned(B, 1)[1]
+    from .matmul import _layout  # (the layout alone: a padded copy keeps it)
+
+    return _layout(A, 0)[1] and _layout(B, 1)[1]
 
 
 def launcher(A, B, out, tile: DmmaTile | None = None):
@@ -159,7 +166,7 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
     (a, a_kc, _), (b, b_kc, _) = _aligned(A, 0), _aligned(B, 1)
     if a is not A or b is not B:
         return lambda A, B, out: run(A, B, out, tile)
-    swap = a_kc and not b_kc  # as launches() decides: each launch then reads B first
+    swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)
     first, second = (B, A) if swap else (A, B)
     offsets = [(fn, grid, block, (x - first.data.ptr, y - second.data.ptr, c - out.data.ptr, *rest), smem)
                for fn, grid, block, (x, y, c, *rest), smem in launches(A, B, out, tile, transposed=swap)]
