@@ -12,7 +12,7 @@ import cupy
 
 from . import _tune
 from ._compile import instantiation, kernel, launch, resident_blocks
-from ._device import shared_per_block, sm_count
+from ._device import shared_per_block, sm_count, workspace
 
 FAMILY = "matmul_dmma"
 MAX_GRID_Z = 65535  # products per launch; the host loops beyond
@@ -65,6 +65,10 @@ SMALLEST = TILES[5]
 # FP64 products at least MIN_DEPTH deep whose C gives MIN_ROUND of the SMs a SMALLEST tile: the PLANNED tiles, k whole
 # (they outran the register tiles' splits of k)
 MIN_DEPTH, MIN_ROUND = 256, 0.8
+# FP64 products at least LONG_DEPTH deep whose C leaves SMs without a SMALLEST tile: split_plan's tile and split of k
+# is weighed beside the register tiles' (split_launcher; it outran the register-staged DMMA tiles' splits). Its blocks
+# fill one round of the SMs, in runs of k at most MAX_RUN deep (deeper runs measured slower, more rounds too).
+LONG_DEPTH, MAX_RUN = 16384, 4096
 
 
 def instantiation_groups():
@@ -144,6 +148,23 @@ def planned(m: int, n: int, k: int, device_id: int) -> bool:
             and -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) >= MIN_ROUND * sm_count(device_id))
 
 
+def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
+    """Whether matmul's planner weighs the PLANNED tiles with k split for an m x k x n FP64 product: sm_80 and later, k
+    at least LONG_DEPTH, and C short of one SMALLEST tile per SM."""
+    return (k >= LONG_DEPTH and _tune.compute_capability(device_id) >= 80
+            and -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) < sm_count(device_id))
+
+
+def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
+    """(tile, splits) of split_launcher for a small C with a long k: of the PLANNED tiles that fit, the one that pads C
+    least (the smaller of two that pad it alike), k cut so that its blocks fill one round of the SMs, in runs of at
+    most MAX_RUN."""
+    tiles = [t for t in PLANNED if fits(t, device_id)]
+    tile = min(tiles, key=lambda t: (-(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn, t.bm * t.bn))
+    grid = -(-m // tile.bm) * -(-n // tile.bn)
+    return tile, max(-(-resident(tile, device_id) // grid), -(-k // MAX_RUN))
+
+
 @functools.lru_cache(maxsize=None)
 def resident(tile: DmmaTile, device_id: int) -> int:
     """Blocks of `tile` the GPU holds at once (SMs x the driver's occupancy calculator) on device_id, the current one."""
@@ -175,6 +196,38 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
         x, y = (B, A) if swap else (A, B)
         for fn, grid, block, (dx, dy, dc, *rest), smem in offsets:
             launch(fn, grid, block, (x.data.ptr + dx, y.data.ptr + dy, out.data.ptr + dc, *rest), smem)
+    return run_launches
+
+
+def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
+    """f(A, B, out): A @ B as `splits` products over consecutive runs of `depth` of k (the last one shorter) into a
+    workspace of partial results, then their sum in a fixed order (deterministic); the launches built once. None
+    where an operand would need a padded copy (the runs are a batch, which reads its operands in place)."""
+    from .matmul import _layout, partials_adder
+
+    if not (reads_in_place(A, 0) and reads_in_place(B, 1)):
+        return None
+    m, k = A.shape
+    n = B.shape[1]
+    (_, a_kc, lda), (_, b_kc, ldb) = _layout(A, 0), _layout(B, 1)
+    size, last = m * n * 8, (splits - 1) * depth
+    partials = workspace(splits * size)[0]
+    swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)
+    parts = launches(A[:, last:], B[last:, :], out, tile, c_ptr=partials + (splits - 1) * size, transposed=swap)
+    if splits > 1:
+        runs = (splits - 1, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
+        parts = launches(A[:, :depth], B[:depth, :], out, tile, runs, partials, transposed=swap) + parts
+    first, second = (B, A) if swap else (A, B)
+    offsets = [(fn, grid, block, (x - first.data.ptr, y - second.data.ptr, c - partials, *rest), smem)
+               for fn, grid, block, (x, y, c, *rest), smem in parts]
+    add = partials_adder(out, splits)
+
+    def run_launches(A, B, out):
+        partials = workspace(splits * size)[0]
+        x, y = (B, A) if swap else (A, B)
+        for fn, grid, block, (dx, dy, dc, *rest), smem in offsets:
+            launch(fn, grid, block, (x.data.ptr + dx, y.data.ptr + dy, partials + dc, *rest), smem)
+        add(out.data.ptr, partials)
     return run_launches
 
 

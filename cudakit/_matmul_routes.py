@@ -213,6 +213,11 @@ def _route(A, B, out):
     if out.dtype == mm.F64 and k <= mm._matmul_batch.SHORT_K_F64:
         return short_k_launcher(A, B, out)
     tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k)
+    if isinstance(tile, _dmma.DmmaTile) and splits > 1:  # (a long k: register moves or not, its runs outran the rest)
+        run = _dmma.split_launcher(A, B, out, tile, splits, depth)
+        if run is not None:
+            return run
+        tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, pipelined=False)
     if isinstance(tile, _dmma.DmmaTile):
         if not _dmma.moves_fragments(A, B):
             return _dmma.launcher(A, B, out, tile)

@@ -204,7 +204,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
           pipelined: bool = True) -> tuple[Tile, int, int]:
     """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64
     tile between them; for a short k, the tile with the most blocks per SM alone; for FP64 that _dmma.planned, its
-    tiles alone, k whole), the tile and the split of k into `splits` runs of `depth` whose modelled time
+    tiles alone, k whole; that _dmma.split_planned, its tiles beside the others), the tile and the split of k into `splits` runs of `depth` whose modelled time
     (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole."""
     large, small = pair
     if k <= _tune.SMALL_K:
@@ -213,8 +213,13 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         tiles = (large, small) + ((_tune.MIDDLE_TILE[dtype],) if dtype in _tune.MIDDLE_TILE else ())
     if min(m, n) <= _tune.NARROW_SIDE:
         tiles += _tune.NARROW_TILES[dtype]
-    if pipelined and dtype == F64 and count == 1 and _dmma.planned(m, n, k, device_id):
+    pipelined = pipelined and dtype == F64 and count == 1
+    whole, long_split = pipelined and _dmma.planned(m, n, k, device_id), None
+    if whole:
         tiles = tuple(t for t in _dmma.PLANNED if _dmma.fits(t, device_id))
+    elif pipelined and _dmma.split_planned(m, n, k, device_id):
+        long_split = _dmma.split_plan(m, n, k, device_id)
+        tiles += long_split[:1]
     sms, best = sm_count(device_id), None
     for tile in tiles:
         dmma = isinstance(tile, _dmma.DmmaTile)
@@ -222,8 +227,9 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         grid = -(-m // tile.bm) * -(-n // tile.bn)
         rounds = MAX_SPLIT_ROUNDS if grid * MAX_SPLIT_ROUNDS >= slots else 1
         least = MIN_SPLIT_DEPTH if grid >= slots else max(MIN_SMALL_GRID_SPLIT_DEPTH, MIN_SPLIT_SLICES * tile.bk)
-        most = min(k // least, MAX_SPLIT_BYTES // (m * n * dtype.itemsize), max(1, rounds * slots // grid))
-        for wanted in _tune.split_counts(most if count == 1 and not dmma else 1):
+        most = min(k // least, MAX_SPLIT_BYTES // (m * n * dtype.itemsize))
+        counts = _tune.split_counts(min(most, max(1, rounds * slots // grid)) if count == 1 and not whole else 1)
+        for wanted in [min(most, long_split[1])] if dmma and long_split else counts:
             splits, depth = _tune.split_depth(k, wanted, tile.bk)
             tail = 0
             if count == 1 and splits == 1 and not dmma and uses_stream_k(tile):

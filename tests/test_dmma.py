@@ -85,6 +85,30 @@ def test_launcher_on_fresh_operands(a_order, b_order):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("a_order", ORDERS)
+@pytest.mark.parametrize("b_order", ORDERS)
+def test_split_launcher_on_fresh_operands(a_order, b_order):
+    """split_launcher() runs k in runs (the last one shorter, or one run alone) on every PLANNED tile, its launches
+    built once and run on fresh operands; an operand that would need a padded copy gets None."""
+    import cupy
+
+    _needs_sm80()
+    m, k, n = 70, 4130, 50  # even sides: read in place in every layout
+    for tile in _dmma.PLANNED:
+        for splits, depth in [(5, 832), (3, 1392), (1, k)]:  # (4 runs of 832 and one of 802, ...)
+            made = [(random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order))
+                    for _ in "ab"]
+            run = _dmma.split_launcher(*made[0], poisoned((m, n), np.float64), tile, splits, depth)
+            for A, B in made:
+                out = poisoned((m, n), np.float64)
+                run(A, B, out)
+                assert_close(out, cupy.matmul(A, B), np.float64, k, f"{tile.name} {a_order}{b_order} {splits}")
+    odd = random_array((m, k + 1), np.float64)[:, 1:]  # an odd leading dimension, 8 bytes off alignment
+    B = random_array((k, n), np.float64, b_order)
+    assert _dmma.split_launcher(odd, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832) is None
+
+
+@pytest.mark.gpu
 def test_transposed_views_and_misaligned_operands():
     import cupy
 

@@ -474,34 +474,42 @@ def test_tf32_follows_cupys_compute_type_unless_told():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("orders", [("C", "C"), ("F", "C"), ("C", "F"), ("F", "F")])
-@pytest.mark.parametrize("mkn", [(2305, 301, 2051), (1031, 1029, 1027), (200, 20011, 150)], ids=str)
+@pytest.mark.parametrize("mkn", [(2305, 301, 2051), (1031, 1029, 1027), (200, 20014, 150), (201, 20011, 151)],
+                         ids=str)
 def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monkeypatch):
     """The fast variant's FP64 path on sm_80+: products at least _dmma.MIN_DEPTH deep, both sides of C past
     NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole (for a
-    C-order A with an F-order B, only the 128 x 128 tile where it fills the GPU); a small C with a long k keeps the
-    register tiles' split of k."""
+    C-order A with an F-order B, only the 128 x 128 tile where it fills the GPU). A small C with a long k is split:
+    on the pipelined tiles where the planner picks them and both operands are read in place, else on the register
+    tiles."""
     import cupy
 
     from cudakit import _dmma, _matmul_routes
 
     if int(cupy.cuda.Device().compute_capability) < 80:
         pytest.skip("the FP64 tensor cores need sm_80")
-    m, k, n = mkn  # partial tiles at every edge, odd sides
+    m, k, n = mkn  # partial tiles at every edge; odd sides too
     tile, splits, _ = mm.plan(0, np.float64, m, n, k)
     pipelined = isinstance(tile, _dmma.DmmaTile)
-    assert pipelined == (k < 10000), tile
-    assert splits == 1 or not pipelined, splits
-    taken = []
+    long_k = k > 10000
+    assert pipelined or long_k, tile
+    assert (splits > 1) == long_k, splits
+    taken, split = [], []
     monkeypatch.setattr(_dmma, "launcher", lambda A, B, out, tile=_dmma.DEFAULT, make=_dmma.launcher:
                         taken.append(tile) or make(A, B, out, tile))
+    monkeypatch.setattr(_dmma, "split_launcher", lambda *args, make=_dmma.split_launcher:
+                        (lambda run: run and (split.append(args[3]) or run))(make(*args)))
     monkeypatch.setattr(_matmul_routes, "_routes", {})
     A = random_array((m, k), np.float64, orders[0])
     B = random_array((k, n), np.float64, orders[1])
     out = cudakit.matmul(A, B, out=poisoned((m, n), np.float64))
-    if _dmma.moves_fragments(A, B):  # a C-order A and an F-order B: the 128 x 128 tile only where it fills the GPU
-        assert taken == ([_dmma.DEFAULT] if pipelined and _matmul_routes.dmma_takes_batch(m, n, k, 1, 0) else [])
+    if long_k:
+        in_place = _dmma.reads_in_place(A, 0) and _dmma.reads_in_place(B, 1)
+        assert (taken, split) == ([], [tile] if pipelined and in_place else []), (tile, in_place)
+    elif _dmma.moves_fragments(A, B):  # a C-order A and an F-order B: the 128 x 128 tile only where it fills the GPU
+        assert taken == ([_dmma.DEFAULT] if _matmul_routes.dmma_takes_batch(m, n, k, 1, 0) else [])
     else:
-        assert taken == ([tile] if pipelined else [])
+        assert taken == [tile]
     assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.float64, k)
 
 
