@@ -1,6 +1,7 @@
 """The fast matmul's route for a 2-D product: which kernel takes it, planned once per geometry and remembered.
 
-A C of at most 16 x 16 (not one row or column) with a long k: the dots kernel (blocks summing runs of k). A side of
+A small C (not one row or column) whose 8 x 8 parts read the operands at most twice over, with a long k: the dots
+kernel (blocks summing runs of k). A side of
 C up to 32 with a short k: the skinny kernel (a thread per line of C). Otherwise one row or one column: the matvec
 kernels (they read the matrix once, at memory speed). FP64 with a short k: the small-product kernel (whole rows of
 C per store). Everything else: the tile and split of k that matmul's time model picks: the register tiles (narrow ones
@@ -79,16 +80,23 @@ def skinny_launcher(A, B, out, width: int, shared: int):
 
 
 DOTS_PART = (8, 8)  # the part of C one block of the dots kernel sums (as in its instantiation)
-DOTS_MAX_SIDE = 16  # C at most this on both sides: beyond, the tiles re-read less
+DOTS_MAX_SIDE = 64  # C at most this on both sides ...
+DOTS_MAX_READS = 2  # ... whose parts read A and B at most this many times over in all: beyond, the tiles re-read less
 DOTS_MIN_DEPTH = 4096  # k from which the dots kernel serves
 DOTS_MIN_RUN = 2048  # the least k one block sums
 DOTS_THREADS = 256  # as in matmul.cu
 
 
+def dots_reads(m: int, n: int) -> float:
+    """How many times over the dots kernel's 8 x 8 parts of an m x n C read A and B together: A once per column of
+    parts, B once per row of them (any C of at most 16 x 16: 2 at most)."""
+    return (m * -(-n // DOTS_PART[1]) + n * -(-m // DOTS_PART[0])) / (m + n)
+
+
 def dots_plan(m: int, k: int, n: int, resident: int) -> tuple[int, int] | None:
     """(runs, run) of the dots kernel for a tiny C with a long k, or None where the tiles serve: k cut into `runs`
     runs of `run` (a whole number of the block's strides) so that about two waves of `resident` blocks share it."""
-    if max(m, n) > DOTS_MAX_SIDE or k < DOTS_MIN_DEPTH:
+    if max(m, n) > DOTS_MAX_SIDE or dots_reads(m, n) > DOTS_MAX_READS or k < DOTS_MIN_DEPTH:
         return None
     parts = -(-m // DOTS_PART[0]) * -(-n // DOTS_PART[1])
     runs = max(1, min(-(-k // DOTS_MIN_RUN), 2 * resident // parts))
@@ -201,7 +209,7 @@ def _route(A, B, out):
     device_id = out.data.device_id
     if out.dtype not in (mm.F32, mm.F64):  # (16-bit operands come here for one row or column only)
         return _matvec_route(A, B, out)
-    if max(m, n) <= DOTS_MAX_SIDE and min(m, n) > 1:
+    if min(m, n) > 1:
         dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id))
         if dots:
             return dots_launcher(A, B, out, *dots)

@@ -1,8 +1,8 @@
 """Matrix product: cudakit.matmul(A, B) -> A @ B, C-contiguous, with cupy.matmul's N-D, broadcast and 1-D operands.
 
 The seed kernels and the register-tiled steps are the lesson; the fast variant plans each product from its shape:
-m = 1 or n = 1 on the matvec kernels, a side of C up to 32 with short k on the skinny kernel, a C of at most 16 x 16
-with long k on the dots kernel, everything else on the tile and split of k that a time model of the tiles picks.
+m = 1 or n = 1 on the matvec kernels, a side of C up to 32 with short k on the skinny kernel, a small C with long k on
+the dots kernel, everything else on the tile and split of k that a time model of the tiles picks.
 """
 from __future__ import annotations
 
@@ -339,8 +339,9 @@ register(FAMILY, [
     Variant(FAMILY, "fast", "tile and split of k chosen by a time model (the tiles tuned for this GPU among them), no "
             "edge checks in interior tiles' k loop, a stream-K tail instead of a partial last wave, misaligned operands "
             "padded, a thread per line of C for a side of C up to 32 with short k (skinny), blocks "
-            "summing runs of a long k for a C of at most 16 x 16 (dots; in batches, past k = 64); "
-            "FP64 on the tensor cores (sm_80+); float16, bfloat16 and TF32 on the tensor-core kernels",
+            "summing runs of a long k for a small C (dots; in batches, C up to 16 x 16 past k = 64); "
+            "FP64 on the tensor cores (sm_80+; a long k split for a small C); float16, bfloat16 and TF32 on the "
+            "tensor-core kernels",
             _matmul_routes.run_fast, dtypes=("float32", "float64", "float16", "bfloat16")),
 ])
 

@@ -280,7 +280,8 @@ def test_skinny_plan_leaves_deeper_products_to_other_paths():
     assert _matmul_routes.skinny_plan(32, 16, 100_000, 8) == (32, max(16 * 32, 128 * 33) * 8)
 
 
-DOTS = [(8, 100_003, 13), (16, 70_001, 16), (2, 4096, 2), (3, 50_000, 9), (16, 4097, 5), (9, 300_000, 2)]
+DOTS = [(8, 100_003, 13), (16, 70_001, 16), (2, 4096, 2), (3, 50_000, 9), (16, 4097, 5), (9, 300_000, 2),
+        (37, 29_349, 5), (5, 12_128, 19), (64, 50_001, 8)]  # (past 16 x 16: parts that read A and B twice at most)
 
 
 @pytest.mark.gpu
@@ -335,8 +336,11 @@ def test_dots_plan_cuts_k_into_whole_strides():
         runs, run = _matmul_routes.dots_plan(m, k, n, resident=264)
         assert run % _matmul_routes.DOTS_THREADS == 0 and (runs - 1) * run < k <= runs * run
         assert runs * -(-m // 8) * -(-n // 8) <= 2 * 264
-    assert _matmul_routes.dots_plan(17, 100_000, 4, 264) is None  # a side past 16: the tiles
+    assert _matmul_routes.dots_plan(17, 100_000, 17, 264) is None  # parts that read A and B 3 times over: the tiles
+    assert _matmul_routes.dots_plan(65, 100_000, 2, 264) is None  # a side past 64
+    assert _matmul_routes.dots_plan(37, 100_000, 5, 264) is not None  # 1.5 times over
     assert _matmul_routes.dots_plan(8, 4095, 8, 264) is None  # k too short to share
+    assert max(_matmul_routes.dots_reads(m, n) for m in range(1, 17) for n in range(1, 17)) == 2
 
 
 def test_split_depth_covers_k_exactly():
