@@ -181,19 +181,20 @@ def moves_fragments(A, B) -> bool:
 
 
 def launcher(A, B, out, tile: DmmaTile | None = None):
-    """f(A, B, out): run(A, B, out, tile) with its launches built once for operands of these shapes and strides, read
-    in place (misaligned operands are padded on every call)."""
+    """f(A, B, out): run(A, B, out, tile) with its launches built once for operands of these shapes and strides (an
+    operand the kernel cannot read in place is copied on every call into a padded one, laid out the same each time)."""
     tile = DEFAULT if tile is None else tile
     (a, a_kc, _), (b, b_kc, _) = _aligned(A, 0), _aligned(B, 1)
-    if a is not A or b is not B:
-        return lambda A, B, out: run(A, B, out, tile)
+    copy_a, copy_b = a is not A, b is not B
     swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)
-    first, second = (B, A) if swap else (A, B)
+    first, second = (b, a) if swap else (a, b)
     offsets = [(fn, grid, block, (x - first.data.ptr, y - second.data.ptr, c - out.data.ptr, *rest), smem)
-               for fn, grid, block, (x, y, c, *rest), smem in launches(A, B, out, tile, transposed=swap)]
+               for fn, grid, block, (x, y, c, *rest), smem in launches(a, b, out, tile, transposed=swap)]
 
     def run_launches(A, B, out):
-        x, y = (B, A) if swap else (A, B)
+        a = _aligned(A, 0)[0] if copy_a else A
+        b = _aligned(B, 1)[0] if copy_b else B
+        x, y = (b, a) if swap else (a, b)
         for fn, grid, block, (dx, dy, dc, *rest), smem in offsets:
             launch(fn, grid, block, (x.data.ptr + dx, y.data.ptr + dy, out.data.ptr + dc, *rest), smem)
     return run_launches
