@@ -207,6 +207,21 @@ def product_seconds(tile: Tile, m: int, n: int, k: int, splits: int, slots: int,
     return seconds
 
 
+MIN_TAIL_SLICES = 8  # slices of k a tile needs before its tail is worth sharing (each cut tile costs a store)
+MAX_TAIL_FILL = 15 / 16  # a last wave fuller than this gains too little from sharing
+
+
+def stream_k_tail(tiles: int, slots: int, k: int, bk: int) -> tuple[int, int]:
+    """(tail_start, sk_blocks) for a grid of `tiles` on `slots` resident blocks: the tiles from tail_start on are
+    shared in equal runs of k slices by sk_blocks blocks; (tiles, 0) when every block keeps one tile. The tail holds
+    a wave more than the leftover so that each block's run is at least a tile long: a tile is cut at most once.
+    """
+    full, rest = divmod(tiles, slots)
+    if full == 0 or rest == 0 or rest > MAX_TAIL_FILL * slots or -(-k // bk) < MIN_TAIL_SLICES:
+        return tiles, 0
+    return tiles - rest - slots, slots
+
+
 def split_counts(most: int) -> list[int]:
     """The split counts the planner weighs: 1, and MIN_SPLITS up to `most` in steps of about 1.5x."""
     counts, s = [1], MIN_SPLITS

@@ -17,7 +17,7 @@ from cupy._core import _routines_linalg as _cupy_linalg  # CuPy's compute type: 
 from . import _args, _check, _dmma, _matmul_batch, _matmul_routes, _nd, _tune
 from ._compile import instantiation, kernel, launch, resident_blocks
 from ._device import sm_count, workspace
-from ._tune import Tile, simt
+from ._tune import Tile, simt, stream_k_tail
 from ._variants import Variant, lookup, register
 
 FAMILY = "matmul"
@@ -105,21 +105,6 @@ def _layout(x, row_axis: int):
     raise AssertionError("a C-contiguous array always has a readable layout")
 
 
-MIN_TAIL_SLICES = 8  # slices of k a tile needs before its tail is worth sharing (each cut tile costs a store)
-MAX_TAIL_FILL = 15 / 16  # a last wave fuller than this gains too little from sharing
-
-
-def stream_k_tail(tiles: int, slots: int, k: int, bk: int) -> tuple[int, int]:
-    """(tail_start, sk_blocks) for a grid of `tiles` on `slots` resident blocks: the tiles from tail_start on are
-    shared in equal runs of k slices by sk_blocks blocks; (tiles, 0) when every block keeps one tile. The tail holds
-    a wave more than the leftover so that each block's run is at least a tile long: a tile is cut at most once.
-    """
-    full, rest = divmod(tiles, slots)
-    if full == 0 or rest == 0 or rest > MAX_TAIL_FILL * slots or -(-k // bk) < MIN_TAIL_SLICES:
-        return tiles, 0
-    return tiles - rest - slots, slots
-
-
 @functools.lru_cache(maxsize=None)
 def resident_tiles(tile: Tile, dtype, device_id: int) -> int:
     """Blocks of `tile` the GPU holds at once: SMs x blocks per SM (the driver's occupancy calculator, run on the
@@ -204,8 +189,8 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
           pipelined: bool = True) -> tuple[Tile, int, int]:
     """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64
     tile between them; for a short k, the tile with the most blocks per SM alone; for FP64 that _dmma.planned, its
-    tiles alone, k whole; that _dmma.split_planned, its tiles beside the others), the tile and the split of k into `splits` runs of `depth` whose modelled time
-    (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole."""
+    tiles alone, k whole; that _dmma.split_planned, _dmma.split_plan's beside the others), the tile and the split
+    of k into `splits` runs of `depth` whose modelled time (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole."""
     large, small = pair
     if k <= _tune.SMALL_K:
         tiles = (_tune.SMALL_K_TILE.get(dtype, small),)

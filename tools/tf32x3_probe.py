@@ -1,31 +1,27 @@
 """Feasibility of float32 products as three TF32 products (split each operand into a TF32 head and a TF32 tail,
 C = Ah Bh + Ah Bt + At Bh, run as one TF32 product over 3k): error against float64 and time against cuBLAS SGEMM.
 
-The split here is CuPy elementwise code (timed apart); the product is cudakit.matmul(..., tf32=True) on the
+The split here is CuPy elementwise code (timed apart; one operand set, so the large shapes alone pass the L2); the product is cudakit.matmul(..., tf32=True) on the
 concatenated operands, B given K-major as the TF32 kernels read it.
   python tools/tf32x3_probe.py [--shapes MxKxN ...] [--batch B]
 """
 import argparse
 
 import cupy
-import numpy as np
 
 import cudakit
+from cudakit.bench import timing
 
 SPLIT = cupy.ElementwiseKernel("float32 a", "float32 head, float32 tail",
                                "unsigned int u = __float_as_uint(a); float h = __uint_as_float((u + 0x1000u) & 0xffffe000u);"
                                "head = h; tail = isfinite(a) ? a - h : 0.0f;", "tf32_split")
 
 
-def median_ms(fn, reps=15):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        s, e = cupy.cuda.Event(), cupy.cuda.Event()
-        s.record(); fn(); e.record(); e.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(s, e))
-    return float(np.median(times))
+BUDGET = timing.Budget(row_s=0.1, min_runs=5, max_runs=50)
+
+
+def median_ms(fn):
+    return timing.measure(lambda i: fn(), BUDGET)[0].median * 1e3
 
 
 def split3(A, B):
