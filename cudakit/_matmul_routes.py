@@ -1,11 +1,11 @@
 """The fast matmul's route for a 2-D product: which kernel takes it, planned once per geometry and remembered.
 
 A small C (not one row or column) whose 8 x 8 parts read the operands at most twice over, with a long k: the dots
-kernel (blocks summing runs of k). A side of
-C up to 32 with a short k: the skinny kernel (a thread per line of C). Otherwise one row or one column: the matvec
-kernels (they read the matrix once, at memory speed). FP64 with a short k: the small-product kernel (whole rows of
-C per store). Everything else: the tile and split of k that matmul's time model picks: the register tiles (narrow ones
-for a side of C up to 32) or, for FP64, the pipelined tensor-core DMMA kernel's tiles.
+kernel (blocks summing runs of k). A side of C up to 32 with a short k: the skinny kernel (a thread per line of C).
+Otherwise one row or one column: the matvec kernels (they read the matrix once, at memory speed). FP64 with a short
+k: the small-product kernel (whole rows of C per store). Everything else: the tile and split of k that matmul's time
+model picks: the register tiles (narrow ones for a side of C up to 32) or, for FP64, the pipelined tensor-core DMMA
+kernel's tiles (k whole, or split for a small C with a long k).
 """
 from __future__ import annotations
 
