@@ -203,7 +203,8 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
 def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
     """f(A, B, out): A @ B as `splits` products over consecutive runs of `depth` of k (the last one shorter) into a
     workspace of partial results, then their sum in a fixed order (deterministic); the launches built once. None
-    where an operand would need a padded copy (the runs are a batch, which reads its operands in place)."""
+    where an operand would need a padded copy (the runs are a batch, which reads its operands in place) or the last
+    run is one deep."""
     from .matmul import _layout, partials_adder
 
     if not (reads_in_place(A, 0) and reads_in_place(B, 1)):
@@ -212,9 +213,12 @@ def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
     n = B.shape[1]
     (_, a_kc, lda), (_, b_kc, ldb) = _layout(A, 0), _layout(B, 1)
     size, last = m * n * 8, (splits - 1) * depth
+    tail_a, tail_b = A[:, last:], B[last:, :]  # (one deep, a run reads as another layout: the runs' strides would not)
+    if (_layout(tail_a, 0)[1:], _layout(tail_b, 1)[1:]) != ((a_kc, lda), (b_kc, ldb)):
+        return None
     partials = workspace(splits * size)[0]
     swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)
-    parts = launches(A[:, last:], B[last:, :], out, tile, c_ptr=partials + (splits - 1) * size, transposed=swap)
+    parts = launches(tail_a, tail_b, out, tile, c_ptr=partials + (splits - 1) * size, transposed=swap)
     if splits > 1:
         runs = (splits - 1, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
         parts = launches(A[:, :depth], B[:depth, :], out, tile, runs, partials, transposed=swap) + parts

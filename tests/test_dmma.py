@@ -88,13 +88,14 @@ def test_launcher_on_fresh_operands(a_order, b_order):
 @pytest.mark.parametrize("a_order", ORDERS)
 @pytest.mark.parametrize("b_order", ORDERS)
 def test_split_launcher_on_fresh_operands(a_order, b_order):
-    """split_launcher() runs k in runs (the last one shorter, or one run alone) on every PLANNED tile, its launches
-    built once and run on fresh operands; an operand that would need a padded copy gets None."""
+    """split_launcher() runs k in runs (the last one shorter, or one run alone) on every PLANNED tile that fits, its
+    launches built once and run on fresh operands; an operand that would need a padded copy, or a last run one deep,
+    gets None."""
     import cupy
 
     _needs_sm80()
     m, k, n = 70, 4130, 50  # even sides: read in place in every layout
-    for tile in _dmma.PLANNED:
+    for tile in (t for t in _dmma.PLANNED if _dmma.fits(t, 0)):
         for splits, depth in [(5, 832), (3, 1392), (1, k)]:  # (4 runs of 832 and one of 802, ...)
             made = [(random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order))
                     for _ in "ab"]
@@ -103,9 +104,19 @@ def test_split_launcher_on_fresh_operands(a_order, b_order):
                 out = poisoned((m, n), np.float64)
                 run(A, B, out)
                 assert_close(out, cupy.matmul(A, B), np.float64, k, f"{tile.name} {a_order}{b_order} {splits}")
-    odd = random_array((m, k + 1), np.float64)[:, 1:]  # an odd leading dimension, 8 bytes off alignment
     B = random_array((k, n), np.float64, b_order)
-    assert _dmma.split_launcher(odd, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832) is None
+    for odd in (random_array((m, k + 2), np.float64)[:, 1:-1],  # 8 bytes off alignment
+                random_array((m, k + 1), np.float64)[:, :k]):  # an odd leading dimension
+        assert _dmma.split_launcher(odd, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832) is None
+    A, B = random_array((m, 4 * 832 + 2), np.float64, "F"), random_array((4 * 832 + 2, n), np.float64)
+    for last in (2, 1):  # a last run two deep, then one deep (which reads as another layout)
+        a, b = A[:, :4 * 832 + last], B[:4 * 832 + last]
+        run = _dmma.split_launcher(a, b, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832)
+        assert (run is None) == (last == 1)
+        if run is not None:
+            out = poisoned((m, n), np.float64)
+            run(a, b, out)
+            assert_close(out, cupy.matmul(a, b), np.float64, a.shape[1], f"a last run {last} deep")
 
 
 @pytest.mark.gpu

@@ -479,9 +479,9 @@ def test_tf32_follows_cupys_compute_type_unless_told():
 def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monkeypatch):
     """The fast variant's FP64 path on sm_80+: products at least _dmma.MIN_DEPTH deep, both sides of C past
     NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole (for a
-    C-order A with an F-order B, only the 128 x 128 tile where it fills the GPU). A small C with a long k is split:
-    on the pipelined tiles where the planner picks them and both operands are read in place, else on the register
-    tiles."""
+    C-order A with an F-order B, only the 128 x 128 tile where it fills the GPU). A small C with a long k is planned
+    on them too, k split: they take it where both operands (and the last run of k) are read in place, else the
+    register tiles do."""
     import cupy
 
     from cudakit import _dmma, _matmul_routes
@@ -492,8 +492,7 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
     tile, splits, _ = mm.plan(0, np.float64, m, n, k)
     pipelined = isinstance(tile, _dmma.DmmaTile)
     long_k = k > 10000
-    assert pipelined or long_k, tile
-    assert (splits > 1) == long_k, splits
+    assert pipelined and (splits > 1) == long_k, (tile, splits)
     taken, split = [], []
     monkeypatch.setattr(_dmma, "launcher", lambda A, B, out, tile=_dmma.DEFAULT, make=_dmma.launcher:
                         taken.append(tile) or make(A, B, out, tile))
@@ -505,7 +504,7 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
     out = cudakit.matmul(A, B, out=poisoned((m, n), np.float64))
     if long_k:
         in_place = _dmma.reads_in_place(A, 0) and _dmma.reads_in_place(B, 1)
-        assert (taken, split) == ([], [tile] if pipelined and in_place else []), (tile, in_place)
+        assert (taken, split) == ([], [tile] if in_place else []), (tile, in_place)
     elif _dmma.moves_fragments(A, B):  # a C-order A and an F-order B: the 128 x 128 tile only where it fills the GPU
         assert taken == ([_dmma.DEFAULT] if _matmul_routes.dmma_takes_batch(m, n, k, 1, 0) else [])
     else:
