@@ -209,7 +209,7 @@ def _route(A, B, out):
     device_id = out.data.device_id
     if out.dtype not in (mm.F32, mm.F64):  # (16-bit operands come here for one row or column only)
         return _matvec_route(A, B, out)
-    if min(m, n) > 1:
+    if min(m, n) > 1 and max(m, n) <= DOTS_MAX_SIDE and k >= DOTS_MIN_DEPTH:  # (before the occupancy query)
         dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id))
         if dots:
             return dots_launcher(A, B, out, *dots)
