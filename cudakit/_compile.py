@@ -364,6 +364,19 @@ CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
 BY_VALUE_ALIGNMENT = 64  # a CUtensorMap's alignment, the strictest a by-value parameter here has
 
 
+def rebased(launches: list, a: int, b: int, c: int):
+    """f(a, b, c): `launches` (launch()'s arguments, each led by three device addresses) made again with those
+    addresses moved as far as a, b and c move from the ones given here: launches built once for one set of operands,
+    run on others of the same geometry."""
+    offsets = [(fn, grid, block, (x - a, y - b, z - c, *rest), smem)
+               for fn, grid, block, (x, y, z, *rest), smem in launches]
+
+    def run(a: int, b: int, c: int) -> None:
+        for fn, grid, block, (dx, dy, dz, *rest), smem in offsets:
+            launch(fn, grid, block, (a + dx, b + dy, c + dz, *rest), smem)
+    return run
+
+
 @functools.lru_cache(maxsize=None)
 def _driver():
     return ctypes.CDLL("libcuda.so.1")  # loaded already: CuPy runs on it

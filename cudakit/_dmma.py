@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import cupy
 
 from . import _tune
-from ._compile import instantiation, kernel, launch, resident_blocks
+from ._compile import instantiation, kernel, launch, rebased, resident_blocks
 from ._device import shared_per_block, sm_count, workspace
 
 FAMILY = "matmul_dmma"
@@ -188,15 +188,13 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
     copy_a, copy_b = a is not A, b is not B
     swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)
     first, second = (b, a) if swap else (a, b)
-    offsets = [(fn, grid, block, (x - first.data.ptr, y - second.data.ptr, c - out.data.ptr, *rest), smem)
-               for fn, grid, block, (x, y, c, *rest), smem in launches(a, b, out, tile, transposed=swap)]
+    product = rebased(launches(a, b, out, tile, transposed=swap), first.data.ptr, second.data.ptr, out.data.ptr)
 
     def run_launches(A, B, out):
         a = _aligned(A, 0)[0] if copy_a else A
         b = _aligned(B, 1)[0] if copy_b else B
-        x, y = (b, a) if swap else (a, b)
-        for fn, grid, block, (dx, dy, dc, *rest), smem in offsets:
-            launch(fn, grid, block, (x.data.ptr + dx, y.data.ptr + dy, out.data.ptr + dc, *rest), smem)
+        first, second = (b, a) if swap else (a, b)
+        product(first.data.ptr, second.data.ptr, out.data.ptr)
     return run_launches
 
 
@@ -223,15 +221,12 @@ def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
         runs = (splits - 1, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
         parts = launches(A[:, :depth], B[:depth, :], out, tile, runs, partials, transposed=swap) + parts
     first, second = (B, A) if swap else (A, B)
-    offsets = [(fn, grid, block, (x - first.data.ptr, y - second.data.ptr, c - partials, *rest), smem)
-               for fn, grid, block, (x, y, c, *rest), smem in parts]
-    add = partials_adder(out, splits)
+    products, add = rebased(parts, first.data.ptr, second.data.ptr, partials), partials_adder(out, splits)
 
     def run_launches(A, B, out):
         partials = workspace(splits * size)[0]
-        x, y = (B, A) if swap else (A, B)
-        for fn, grid, block, (dx, dy, dc, *rest), smem in offsets:
-            launch(fn, grid, block, (x.data.ptr + dx, y.data.ptr + dy, partials + dc, *rest), smem)
+        first, second = (B, A) if swap else (A, B)
+        products(first.data.ptr, second.data.ptr, partials)
         add(out.data.ptr, partials)
     return run_launches
 

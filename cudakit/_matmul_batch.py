@@ -9,7 +9,7 @@ import cupy
 import numpy as np
 
 from . import _dmma, _nd, matmul as mm
-from ._compile import instantiation, kernel, launch
+from ._compile import instantiation, kernel, launch, rebased
 
 def _batch_operand(x, batch: tuple, row_axis: int):
     """(x broadcast over `batch`, its first matrix), readable by the kernels as a batch: every matrix in one layout
@@ -23,7 +23,7 @@ def _batch_operand(x, batch: tuple, row_axis: int):
     return full, full[(0,) * len(batch)]
 
 
-_BATCH_LAUNCHES: dict = {}  # a batch read in place: its launches, pointers relative to the operands' first elements
+_BATCH_LAUNCHES: dict = {}  # a batch read in place: its launches, rebased on each call's operands (_compile.rebased)
 MAX_BATCH_PLANS = 4096
 
 
@@ -58,10 +58,8 @@ def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
             return
         if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
             _BATCH_LAUNCHES.clear()
-        cached = _BATCH_LAUNCHES[key] = [(fn, grid, block, (args[0] - pa, args[1] - pb, args[2] - pc) + args[3:], smem)
-                                         for fn, grid, block, args, smem in launches]
-    for fn, grid, block, (oa, ob, oc, *rest), smem in cached:
-        launch(fn, grid, block, (pa + oa, pb + ob, pc + oc, *rest), smem)
+        cached = _BATCH_LAUNCHES[key] = rebased(launches, pa, pb, pc)
+    cached(pa, pb, pc)
 
 
 def _kept(key, make):

@@ -15,7 +15,7 @@ import numpy as np
 from cupy._core import _routines_linalg as _cupy_linalg  # CuPy's compute type: its TF32 switch
 
 from . import _args, _check, _dmma, _matmul_batch, _matmul_routes, _nd, _tune
-from ._compile import instantiation, kernel, launch, resident_blocks
+from ._compile import instantiation, kernel, launch, rebased, resident_blocks
 from ._device import sm_count, workspace
 from ._tune import Tile, simt, stream_k_tail
 from ._variants import Variant, lookup, register
@@ -245,16 +245,13 @@ def split_k_launcher(tile: Tile, A, B, out, splits: int, depth: int):
     partial_bytes = splits * m * n * item
     partials = workspace(partial_bytes)[0]
     batch = (splits, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
-    pa, pb = A.data.ptr, B.data.ptr
-    launches = [(fn, grid, block, (args[0] - pa, args[1] - pb, args[2] - partials) + args[3:], smem)
-                for fn, grid, block, args, smem in tile_launches(tile, A[:, :depth], B[:depth, :], out, batch=batch,
-                                                                 k_last=k - (splits - 1) * depth, c_ptr=partials)]
+    products = rebased(tile_launches(tile, A[:, :depth], B[:depth, :], out, batch=batch,
+                                     k_last=k - (splits - 1) * depth, c_ptr=partials), A.data.ptr, B.data.ptr, partials)
     add = partials_adder(out, splits)
 
     def run(A, B, out):
-        partials, pa, pb = workspace(partial_bytes)[0], A.data.ptr, B.data.ptr
-        for fn, grid, block, (oa, ob, oc, *rest), smem in launches:
-            launch(fn, grid, block, (pa + oa, pb + ob, partials + oc, *rest), smem)
+        partials = workspace(partial_bytes)[0]
+        products(A.data.ptr, B.data.ptr, partials)
         add(out.data.ptr, partials)
     return run
 

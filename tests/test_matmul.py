@@ -396,6 +396,20 @@ def test_every_tile_is_compiled_by_the_compile_check():
             assert set(mm.tile_instantiations(tile, dtype)) <= groups
 
 
+def test_rebased_launches_move_each_address_with_its_operand(monkeypatch):
+    """_compile.rebased: launches built on one set of addresses run on another, each of the three leading addresses
+    moved as far as its base moved, the other arguments and the shared memory kept (no GPU: launch() recorded)."""
+    from cudakit import _compile
+
+    made = []
+    monkeypatch.setattr(_compile, "launch", lambda fn, grid, block, args, smem: made.append((fn, grid, block, args, smem)))
+    launches = [("f", (2, 1, 1), (128,), (1000, 5000, 9000, 7, 8), 64), ("g", (1,), (32,), (1016, 5160, 9800, 3), 0)]
+    run = _compile.rebased(launches, 1000, 5000, 9000)
+    run(20_000, 3000, 96)
+    assert made == [("f", (2, 1, 1), (128,), (20_000, 3000, 96, 7, 8), 64),
+                    ("g", (1,), (32,), (20_016, 3160, 896, 3), 0)]
+
+
 def test_stream_k_tail_takes_a_short_last_wave_and_a_wave_more():
     assert mm.stream_k_tail(1024, 264, 4096, 16) == (528, 264)  # 4096^3 on an H100: 232 tiles past 3 waves
     assert mm.stream_k_tail(1089, 264, 4099, 16) == (792, 264)  # 4097 x 4099: 33 tiles past 4 waves
