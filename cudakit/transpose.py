@@ -101,8 +101,9 @@ def instantiations(itemsize: int) -> tuple[str, ...]:
     vec16 = [vec16_expression(itemsize, aligned, *step, group_shift, batched=batched)
              for step, batched in [(step, False) for step in VEC16_STEPS.values()] + [(VEC16_STEPS["fast"], True)]
              for aligned, group_shift in vec16_orders(itemsize)]
-    thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in, per_word)
-            for wide_in in (True, False) for per_word in sorted({1, thin_per_word(itemsize)})]
+    thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in, per_word, packed)
+            for wide_in in (True, False) for per_word in sorted({1, thin_per_word(itemsize)})
+            for packed in sorted({False, per_word > 1})]
     lines = [instantiation("permute_lines", piece) for piece in (LINE_PIECE, uint_ctype(itemsize))]
     return tuple(dict.fromkeys(seeds + vec16 + thin + lines))
 
@@ -202,6 +203,14 @@ def thin_side(shape, itemsize: int = 8) -> int | None:
     return short if 1 < short < limit and max(shape) >= THIN_SIDE else None
 
 
+def thin_packed_tile(c: int, itemsize: int, wide_in: bool) -> bool:
+    """Whether the thin kernel's word path stages the packed side in its own order (the c runs' words go to or come
+    from shared memory c words apart) rather than as c columns: where c has a power-of-two factor of 8 elements'
+    words or more ((c, rows) input: stores), of 4 or more ((rows, c) input: loads), those accesses conflict on
+    too many banks (docs/NOTES.md, "transpose.cu: the thin kernel's packed tile")."""
+    return c % ((4 if wide_in else 8) * itemsize) != 0
+
+
 def thin_per_word(itemsize: int) -> int:
     """Elements of this size the thin kernel moves per 32-bit word on both global sides (1: one per access)."""
     return max(1, 4 // itemsize)
@@ -227,7 +236,8 @@ def _thin_config(shape: tuple, e: int, batch: int, words: bool, device_id: int):
     run = min(run, -(-rows // 32) * 32, max(32, -(-rows // wanted // 32) * 32))
     per_matrix = -(-rows // run)
     per_word = thin_per_word(e) if words and rows % thin_per_word(e) == 0 else 1
-    fn = kernel(FAMILY, instantiation("transpose_thin", uint_ctype(e), wide_in, per_word), instantiations(e))
+    packed = per_word > 1 and thin_packed_tile(c, e, wide_in)
+    fn = kernel(FAMILY, instantiation("transpose_thin", uint_ctype(e), wide_in, per_word, packed), instantiations(e))
     return fn, (per_matrix * batch,), (rows, c, run, per_matrix), c * (run + per_word) * e
 
 

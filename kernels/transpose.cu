@@ -599,7 +599,76 @@ __device__ __forceinline__ void thin_runs(T* tile, int pitch, T* runs, index_t r
     }
 }
 
-template <typename T, bool WIDE_IN, int P>
+// Packed order in the tile: the c runs' words (a word of P elements per access, as thin_runs) to or from a tile that
+// holds the packed side as it is in global memory, so that side moves as one contiguous stretch. Element i of run
+// j's word w is at (w * P + i) * c + j: a thread's words are c words apart, bank-conflict free for odd c.
+template <typename T, int P, bool LOAD>
+__device__ __forceinline__ void thin_runs_packed(T* packed, T* runs, index_t rows, int here, int c) {
+    const int units = here / P, total = c * units;
+    const int step_j = THIN_THREADS / units, step_w = THIN_THREADS % units;
+    int j = threadIdx.x / units, w = threadIdx.x % units;
+    for (int e0 = 0; e0 < total; e0 += THIN_THREADS * THIN_UNROLL) {
+        unsigned int v[THIN_UNROLL];
+        int at[THIN_UNROLL];  // the word's first element in the packed tile
+        unsigned int* line[THIN_UNROLL];
+#pragma unroll
+        for (int u = 0; u < THIN_UNROLL; ++u) {
+            at[u] = w * P * c + j;
+            line[u] = reinterpret_cast<unsigned int*>(runs + j * rows) + w;
+            if (LOAD && e0 + u * THIN_THREADS + (int)threadIdx.x < total) v[u] = *line[u];
+            j += step_j;
+            w += step_w;
+            if (w >= units) { w -= units; ++j; }
+        }
+#pragma unroll
+        for (int u = 0; u < THIN_UNROLL; ++u) {
+            if (e0 + u * THIN_THREADS + (int)threadIdx.x < total) {
+                T parts[P];
+#pragma unroll
+                for (int i = 0; i < P; ++i) {
+                    if (LOAD) packed[at[u] + i * c] = word_part<T, P>(v[u], i);
+                    else parts[i] = packed[at[u] + i * c];
+                }
+                if (!LOAD) *line[u] = to_word<T, P>(parts);
+            }
+        }
+    }
+}
+
+// `bytes` (a whole number of words) between the shared tile and global memory, in order: 16 bytes per access where
+// the global side starts on 16 bytes (the last few, and any other start, a word per access), THIN_UNROLL accesses
+// in flight per thread.
+template <bool LOAD, typename V>
+__device__ __forceinline__ void thin_copy_pieces(V* global, V* tile, int first, int count) {
+    for (int v0 = first + threadIdx.x; v0 < count; v0 += THIN_THREADS * THIN_UNROLL) {
+        V piece[THIN_UNROLL];
+#pragma unroll
+        for (int u = 0; u < THIN_UNROLL; ++u)
+            if (v0 + u * THIN_THREADS < count) piece[u] = LOAD ? global[v0 + u * THIN_THREADS] : tile[v0 + u * THIN_THREADS];
+#pragma unroll
+        for (int u = 0; u < THIN_UNROLL; ++u) {
+            if (v0 + u * THIN_THREADS < count) {
+                if (LOAD) tile[v0 + u * THIN_THREADS] = piece[u];
+                else global[v0 + u * THIN_THREADS] = piece[u];
+            }
+        }
+    }
+}
+
+template <bool LOAD>
+__device__ __forceinline__ void thin_copy(unsigned char* global, unsigned char* tile, int bytes) {
+    int words_done = 0;
+    if ((reinterpret_cast<size_t>(global) & 15) == 0) {
+        thin_copy_pieces<LOAD>(reinterpret_cast<uint4*>(global), reinterpret_cast<uint4*>(tile), 0, bytes / 16);
+        words_done = bytes / 16 * 4;
+    }
+    thin_copy_pieces<LOAD>(reinterpret_cast<unsigned int*>(global), reinterpret_cast<unsigned int*>(tile),
+                           words_done, bytes / 4);
+}
+
+// PACKED_TILE (whole words only, P > 1): the tile holds the packed side in its own order (thin_runs_packed), else
+// c columns of run + P elements (thin_packed).
+template <typename T, bool WIDE_IN, int P, bool PACKED_TILE>
 __global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ out, const T* __restrict__ in,
                                                                index_t rows, int c, int run, index_t blocks_per_matrix) {
     extern __shared__ __align__(16) unsigned char thin_tile_bytes[];
@@ -609,7 +678,17 @@ __global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ o
     const index_t r0 = (blockIdx.x - matrix * blocks_per_matrix) * (index_t)run;
     const int here = (int)min((index_t)run, rows - r0);  // long-side positions this block moves
     const index_t base = matrix * rows * c;
-    if (WIDE_IN) {
+    const int packed_bytes = here * c * (int)sizeof(T);
+    if (PACKED_TILE && WIDE_IN) {
+        thin_copy<true>(reinterpret_cast<unsigned char*>(const_cast<T*>(in + base + r0 * c)), thin_tile_bytes,
+                        packed_bytes);
+        __syncthreads();
+        thin_runs_packed<T, P, false>(tile, out + base + r0, rows, here, c);
+    } else if (PACKED_TILE) {
+        thin_runs_packed<T, P, true>(tile, const_cast<T*>(in + base + r0), rows, here, c);
+        __syncthreads();
+        thin_copy<false>(reinterpret_cast<unsigned char*>(out + base + r0 * c), thin_tile_bytes, packed_bytes);
+    } else if (WIDE_IN) {
         thin_packed<T, P, true>(tile, pitch, const_cast<T*>(in + base + r0 * c), here * c, c);
         __syncthreads();
         thin_runs<T, P, false>(tile, pitch, out + base + r0, rows, here, c);

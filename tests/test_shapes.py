@@ -32,7 +32,8 @@ def same_bits(x, y) -> bool:
 # (long sides of whole 4-byte words: the word path for bytes and 16-bit elements; 65_538: of 2-byte pairs only)
 THIN = [(3, 1_000_003), (1_000_003, 3), (31, 70_001), (70_001, 31), (1, 4097), (4097, 1), (2, 33), (17, 5),
         (12, 87_547), (3, 1_048_576), (1_048_576, 3), (31, 65_536), (65_536, 31), (2, 65_538), (65_538, 7), (5, 36),
-        (63, 40_003), (39, 65_536), (65_536, 39), (48, 65_540), (35, 1_000), (15, 5_939), (27_725, 23)]
+        (63, 40_003), (39, 65_536), (65_536, 39), (48, 65_540), (35, 1_000), (15, 5_939), (27_725, 23),
+        (8, 65_536), (16, 65_536), (4, 131_072), (3, 1_048_580), (131_072, 4), (65_536, 8)]
 
 
 @pytest.mark.gpu
@@ -64,6 +65,20 @@ def test_thin_transposes_of_arrays_off_a_word(dtype, shape, offsets):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32])
+@pytest.mark.parametrize("shape", [(4, 3, 64, 64), (2, 3, 4, 11), (3, 5, 8, 16), (2, 16, 32, 33)], ids=str)
+def test_thin_nchw_to_nhwc_batches(dtype, shape):
+    """A batch of (c, h * w) to (h * w, c) transposes: each image's packed output starts where the last ended (on
+    a word, not always on 16 bytes), and short sides that go through the packed tile and through the column tile."""
+    import cupy
+
+    a = random_array(shape, dtype)
+    out = poisoned((shape[0], shape[2], shape[3], shape[1]), dtype)
+    assert cudakit.transpose(a, (0, 2, 3, 1), out=out) is out
+    assert same_bits(out, cupy.ascontiguousarray(a.transpose(0, 2, 3, 1)))
+
+
+@pytest.mark.gpu
 def test_thin_transposes_take_the_thin_path():
     assert tr.thin_side((3, 1 << 20)) == 3 and tr.thin_side((1 << 20, 31)) == 31
     assert tr.thin_side((32, 1 << 20)) is None and tr.thin_side((40, 40)) is None
@@ -71,6 +86,14 @@ def test_thin_transposes_take_the_thin_path():
     assert tr.thin_side((63, 1 << 20), 1) == 63 and tr.thin_side((64, 1 << 20), 4) is None
     assert tr.thin_side((1 << 20, 39), 2) == 39 and tr.thin_side((1 << 20, 40), 2) is None
     assert tr.thin_side((63, 1 << 20), 8) is None
+
+
+def test_thin_packed_tile_unless_c_has_a_large_power_of_two():
+    assert all(tr.thin_packed_tile(c, e, wide) for c in (2, 3, 5, 17, 31, 63) for e in (1, 2) for wide in (0, 1))
+    assert tr.thin_packed_tile(4, 1, False) and not tr.thin_packed_tile(8, 1, False)
+    assert tr.thin_packed_tile(8, 2, False) and not tr.thin_packed_tile(16, 2, False)
+    assert not tr.thin_packed_tile(4, 1, True) and tr.thin_packed_tile(4, 2, True)
+    assert not tr.thin_packed_tile(8, 2, True)
 
 
 AXES = [((2, 3, 4), None), ((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((5, 7, 9, 3), (0, 3, 1, 2)),

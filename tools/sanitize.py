@@ -87,12 +87,13 @@ def drop_in_shapes(small: bool) -> int:
     """The paths the fast planners pick for thin, batched, N-D, one-row, long-k, skinny and tiny-C problems."""
     runs = 0
     for dtype in (np.int8, np.float16, np.float32, np.float64):
-        for shape in ((3, 1001), (1001, 3), (31, 4099), (4099, 31), (2, 33), (1, 77), (15, 5939), (27725, 23)):
+        for shape in ((3, 1001), (1001, 3), (31, 4099), (4099, 31), (2, 33), (1, 77), (15, 5939), (27725, 23),
+                      (3, 1004), (1004, 3), (5, 4100), (4100, 8), (8, 4100)):  # words: the packed tile, columns
             cudakit.transpose(rand(shape, dtype), check=True)
             runs += 1
         for shape, axes in (((3, 37, 41, 3), (0, 3, 1, 2)), ((3, 3, 37, 41), (0, 2, 3, 1)),
-                            ((2, 33, 35, 40), (0, 3, 1, 2)), ((2, 3, 5, 7), (3, 1, 0, 2)),
-                            ((3, 5, 7, 160), (0, 2, 1, 3)), ((5, 2, 3, 4, 333), (2, 0, 3, 1, 4))):  # whole lines
+                            ((2, 33, 35, 40), (0, 3, 1, 2)), ((3, 3, 36, 40), (0, 2, 3, 1)),
+                            ((2, 3, 5, 7), (3, 1, 0, 2)), ((3, 5, 7, 160), (0, 2, 1, 3)), ((5, 2, 3, 4, 333), (2, 0, 3, 1, 4))):  # whole lines
             cudakit.transpose(rand(shape, dtype), axes, check=True)
             runs += 1
     for dtype in (np.float32, np.float64):
