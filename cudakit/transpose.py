@@ -101,9 +101,9 @@ def instantiations(itemsize: int) -> tuple[str, ...]:
     vec16 = [vec16_expression(itemsize, aligned, *step, group_shift, batched=batched)
              for step, batched in [(step, False) for step in VEC16_STEPS.values()] + [(VEC16_STEPS["fast"], True)]
              for aligned, group_shift in vec16_orders(itemsize)]
-    thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in, per_word, packed)
+    thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in, per_word, tile)
             for wide_in in (True, False) for per_word in sorted({1, thin_per_word(itemsize)})
-            for packed in sorted({False, per_word > 1})]
+            for tile in ((THIN_COLUMNS, THIN_PACKED, THIN_SWIZZLED) if per_word > 1 else (THIN_COLUMNS,))]
     lines = [instantiation("permute_lines", piece) for piece in (LINE_PIECE, uint_ctype(itemsize))]
     return tuple(dict.fromkeys(seeds + vec16 + thin + lines))
 
@@ -203,12 +203,15 @@ def thin_side(shape, itemsize: int = 8) -> int | None:
     return short if 1 < short < limit and max(shape) >= THIN_SIDE else None
 
 
-def thin_packed_tile(c: int, itemsize: int, wide_in: bool) -> bool:
-    """Whether the thin kernel's word path stages the packed side in its own order (the c runs' words go to or come
-    from shared memory c words apart) rather than as c columns: where c has a power-of-two factor of 8 elements'
-    words or more ((c, rows) input: stores), of 4 or more ((rows, c) input: loads), those accesses conflict on
-    too many banks (docs/NOTES.md, "transpose.cu: the thin kernel's packed tile")."""
-    return c % ((4 if wide_in else 8) * itemsize) != 0
+THIN_COLUMNS, THIN_PACKED, THIN_SWIZZLED = 0, 1, 2  # transpose_thin's TILE
+
+
+def thin_tile(c: int, itemsize: int, wide_in: bool) -> int:
+    """How the thin kernel's word path stages the packed side: in its own order (the c runs' words go to or come
+    from shared memory c words apart), swizzled where c has a power-of-two factor of 8 elements' words or more
+    ((c, rows) input: stores), of 4 or more ((rows, c) input: loads), as those accesses would conflict on too many
+    banks (docs/NOTES.md, "transpose.cu: the thin kernel's packed tile")."""
+    return THIN_PACKED if c % ((4 if wide_in else 8) * itemsize) != 0 else THIN_SWIZZLED
 
 
 def thin_per_word(itemsize: int) -> int:
@@ -236,9 +239,10 @@ def _thin_config(shape: tuple, e: int, batch: int, words: bool, device_id: int):
     run = min(run, -(-rows // 32) * 32, max(32, -(-rows // wanted // 32) * 32))
     per_matrix = -(-rows // run)
     per_word = thin_per_word(e) if words and rows % thin_per_word(e) == 0 else 1
-    packed = per_word > 1 and thin_packed_tile(c, e, wide_in)
-    fn = kernel(FAMILY, instantiation("transpose_thin", uint_ctype(e), wide_in, per_word, packed), instantiations(e))
-    return fn, (per_matrix * batch,), (rows, c, run, per_matrix), c * (run + per_word) * e
+    tile = thin_tile(c, e, wide_in) if per_word > 1 else THIN_COLUMNS
+    fn = kernel(FAMILY, instantiation("transpose_thin", uint_ctype(e), wide_in, per_word, tile), instantiations(e))
+    shared = c * (run + per_word) * e + (128 if tile == THIN_SWIZZLED else 0)  # a last swizzled row of 32 words
+    return fn, (per_matrix * batch,), (rows, c, run, per_matrix), shared
 
 
 LINE_PIECE = "uint4"  # the lines kernel moves 16-byte pieces

@@ -602,7 +602,12 @@ __device__ __forceinline__ void thin_runs(T* tile, int pitch, T* runs, index_t r
 // Packed order in the tile: the c runs' words (a word of P elements per access, as thin_runs) to or from a tile that
 // holds the packed side as it is in global memory, so that side moves as one contiguous stretch. Element i of run
 // j's word w is at (w * P + i) * c + j: a thread's words are c words apart, bank-conflict free for odd c.
-template <typename T, int P, bool LOAD>
+// SWIZZLED: word x of the packed stretch sits at x ^ (x / 32 % 32), so that words c apart spread over the banks
+// where c has a large power-of-two factor; the stretch then moves a word per access (a row of 32 words stays a row).
+template <bool SWIZZLED>
+__device__ __forceinline__ int packed_word(int x) { return SWIZZLED ? x ^ ((x >> 5) & 31) : x; }
+
+template <typename T, int P, bool LOAD, bool SWIZZLED>
 __device__ __forceinline__ void thin_runs_packed(T* packed, T* runs, index_t rows, int here, int c) {
     const int units = here / P, total = c * units;
     const int step_j = THIN_THREADS / units, step_w = THIN_THREADS % units;
@@ -626,8 +631,10 @@ __device__ __forceinline__ void thin_runs_packed(T* packed, T* runs, index_t row
                 T parts[P];
 #pragma unroll
                 for (int i = 0; i < P; ++i) {
-                    if (LOAD) packed[at[u] + i * c] = word_part<T, P>(v[u], i);
-                    else parts[i] = packed[at[u] + i * c];
+                    const int a = at[u] + i * c;
+                    T* element = packed + (SWIZZLED ? packed_word<true>(a / P) * P + a % P : a);
+                    if (LOAD) *element = word_part<T, P>(v[u], i);
+                    else parts[i] = *element;
                 }
                 if (!LOAD) *line[u] = to_word<T, P>(parts);
             }
@@ -638,37 +645,42 @@ __device__ __forceinline__ void thin_runs_packed(T* packed, T* runs, index_t row
 // `bytes` (a whole number of words) between the shared tile and global memory, in order: 16 bytes per access where
 // the global side starts on 16 bytes (the last few, and any other start, a word per access), THIN_UNROLL accesses
 // in flight per thread.
-template <bool LOAD, typename V>
+template <bool LOAD, bool SWIZZLED, typename V>
 __device__ __forceinline__ void thin_copy_pieces(V* global, V* tile, int first, int count) {
     for (int v0 = first + threadIdx.x; v0 < count; v0 += THIN_THREADS * THIN_UNROLL) {
         V piece[THIN_UNROLL];
 #pragma unroll
-        for (int u = 0; u < THIN_UNROLL; ++u)
-            if (v0 + u * THIN_THREADS < count) piece[u] = LOAD ? global[v0 + u * THIN_THREADS] : tile[v0 + u * THIN_THREADS];
+        for (int u = 0; u < THIN_UNROLL; ++u) {
+            const int v = v0 + u * THIN_THREADS;
+            if (v < count) piece[u] = LOAD ? global[v] : tile[packed_word<SWIZZLED>(v)];
+        }
 #pragma unroll
         for (int u = 0; u < THIN_UNROLL; ++u) {
-            if (v0 + u * THIN_THREADS < count) {
-                if (LOAD) tile[v0 + u * THIN_THREADS] = piece[u];
-                else global[v0 + u * THIN_THREADS] = piece[u];
+            const int v = v0 + u * THIN_THREADS;
+            if (v < count) {
+                if (LOAD) tile[packed_word<SWIZZLED>(v)] = piece[u];
+                else global[v] = piece[u];
             }
         }
     }
 }
 
-template <bool LOAD>
+template <bool LOAD, bool SWIZZLED>
 __device__ __forceinline__ void thin_copy(unsigned char* global, unsigned char* tile, int bytes) {
     int words_done = 0;
-    if ((reinterpret_cast<size_t>(global) & 15) == 0) {
-        thin_copy_pieces<LOAD>(reinterpret_cast<uint4*>(global), reinterpret_cast<uint4*>(tile), 0, bytes / 16);
+    if (!SWIZZLED && (reinterpret_cast<size_t>(global) & 15) == 0) {
+        thin_copy_pieces<LOAD, false>(reinterpret_cast<uint4*>(global), reinterpret_cast<uint4*>(tile), 0, bytes / 16);
         words_done = bytes / 16 * 4;
     }
-    thin_copy_pieces<LOAD>(reinterpret_cast<unsigned int*>(global), reinterpret_cast<unsigned int*>(tile),
-                           words_done, bytes / 4);
+    thin_copy_pieces<LOAD, SWIZZLED>(reinterpret_cast<unsigned int*>(global), reinterpret_cast<unsigned int*>(tile),
+                                     words_done, bytes / 4);
 }
 
-// PACKED_TILE (whole words only, P > 1): the tile holds the packed side in its own order (thin_runs_packed), else
-// c columns of run + P elements (thin_packed).
-template <typename T, bool WIDE_IN, int P, bool PACKED_TILE>
+// TILE (whole words only past THIN_COLUMNS, P > 1): the tile holds the packed side in its own order
+// (thin_runs_packed), plain or swizzled, else c columns of run + P elements (thin_packed).
+constexpr int THIN_COLUMNS = 0, THIN_PACKED = 1, THIN_SWIZZLED = 2;
+
+template <typename T, bool WIDE_IN, int P, int TILE>
 __global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ out, const T* __restrict__ in,
                                                                index_t rows, int c, int run, index_t blocks_per_matrix) {
     extern __shared__ __align__(16) unsigned char thin_tile_bytes[];
@@ -679,15 +691,18 @@ __global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ o
     const int here = (int)min((index_t)run, rows - r0);  // long-side positions this block moves
     const index_t base = matrix * rows * c;
     const int packed_bytes = here * c * (int)sizeof(T);
-    if (PACKED_TILE && WIDE_IN) {
-        thin_copy<true>(reinterpret_cast<unsigned char*>(const_cast<T*>(in + base + r0 * c)), thin_tile_bytes,
-                        packed_bytes);
+    static_assert(TILE == THIN_COLUMNS || TILE == THIN_PACKED || TILE == THIN_SWIZZLED, "a staging of the tile");
+    constexpr bool SWIZZLED = TILE == THIN_SWIZZLED;
+    if (TILE != THIN_COLUMNS && WIDE_IN) {
+        thin_copy<true, SWIZZLED>(reinterpret_cast<unsigned char*>(const_cast<T*>(in + base + r0 * c)),
+                                  thin_tile_bytes, packed_bytes);
         __syncthreads();
-        thin_runs_packed<T, P, false>(tile, out + base + r0, rows, here, c);
-    } else if (PACKED_TILE) {
-        thin_runs_packed<T, P, true>(tile, const_cast<T*>(in + base + r0), rows, here, c);
+        thin_runs_packed<T, P, false, SWIZZLED>(tile, out + base + r0, rows, here, c);
+    } else if (TILE != THIN_COLUMNS) {
+        thin_runs_packed<T, P, true, SWIZZLED>(tile, const_cast<T*>(in + base + r0), rows, here, c);
         __syncthreads();
-        thin_copy<false>(reinterpret_cast<unsigned char*>(out + base + r0 * c), thin_tile_bytes, packed_bytes);
+        thin_copy<false, SWIZZLED>(reinterpret_cast<unsigned char*>(out + base + r0 * c), thin_tile_bytes,
+                                   packed_bytes);
     } else if (WIDE_IN) {
         thin_packed<T, P, true>(tile, pitch, const_cast<T*>(in + base + r0 * c), here * c, c);
         __syncthreads();

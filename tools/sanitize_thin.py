@@ -10,7 +10,8 @@ import cudakit
 
 runs = 0
 for dtype in (np.int8, np.float16, np.float32):
-    for shape in ((3, 1004), (1004, 3), (5, 4100), (4100, 5), (4100, 8), (8, 4100), (16, 4100), (2, 70_000)):
+    for shape in ((3, 1004), (1004, 3), (5, 4100), (4100, 5), (4100, 8), (8, 4100), (16, 4100), (2, 70_000),
+                  (4100, 4), (4100, 16)):
         a = cupy.random.randint(0, 100, shape).astype(dtype)
         assert bool((cudakit.transpose(a) == a.T).all()), (dtype, shape)
         runs += 1

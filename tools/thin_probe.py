@@ -3,7 +3,7 @@
 result checked bit for bit. What THIN_SIDE_ROWS / THIN_SIDE_COLUMNS in cudakit/transpose.py were chosen from.
 
     PYTHONPATH=. python3 tools/thin_probe.py
-    PYTHONPATH=. python3 tools/thin_probe.py --packed   the packed-order tile against the column tile
+    PYTHONPATH=. python3 tools/thin_probe.py --tiles   the packed side staged as columns, in its own order, swizzled
 """
 import importlib
 import sys
@@ -23,23 +23,23 @@ def seconds(fn) -> float:
     return timing.measure(lambda i: fn(), BUDGET)[0].median
 
 
-def thin_seconds(a, out, packed: bool, batch: int = 1) -> float:
-    """run_thin's time with the packed side staged in its own order, or as c columns."""
-    rule = tr.thin_packed_tile
-    tr.thin_packed_tile = lambda c, itemsize, wide_in: packed
+def thin_seconds(a, out, tile: int, batch: int = 1) -> float:
+    """run_thin's time with the packed side staged as `tile` (THIN_COLUMNS, THIN_PACKED, THIN_SWIZZLED)."""
+    rule = tr.thin_tile
+    tr.thin_tile = lambda c, itemsize, wide_in: tile
     tr._thin_config.cache_clear()
     try:
         return seconds(lambda: tr.run_thin(a, out, batch))
     finally:
-        tr.thin_packed_tile = rule
+        tr.thin_tile = rule
         tr._thin_config.cache_clear()
 
 
-def packed_ab() -> None:
-    """Bytes and 16-bit elements, both directions: the packed-order tile against the column tile, in turn."""
+def tiles_ab() -> None:
+    """Bytes and 16-bit elements, both directions: the three ways of staging the packed side, in turn."""
+    tiles = {"columns": tr.THIN_COLUMNS, "packed": tr.THIN_PACKED, "swizzled": tr.THIN_SWIZZLED}
     for dtype in (np.int8, np.float16):
-        for c, batch in [(2, 1), (3, 1), (4, 1), (5, 1), (8, 1), (16, 1), (17, 1), (31, 1), (48, 1), (63, 1),
-                         (3, 64)]:
+        for c, batch in [(3, 1), (4, 1), (8, 1), (16, 1), (24, 1), (48, 1), (3, 64), (16, 64)]:
             for wide in (False, True):
                 e = np.dtype(dtype).itemsize
                 n = STAGED_BYTES // (c * e) // 32 * 32 if batch == 1 else 512 * 512
@@ -48,17 +48,19 @@ def packed_ab() -> None:
                 out = cupy.empty((batch, shape[2], shape[1]), dtype)
                 copy = seconds(lambda: device_copy(out.reshape(-1), a.reshape(-1)))
                 times = {}
-                for packed in (False, True, False, True):
-                    out.fill(101)
-                    times.setdefault(packed, []).append(thin_seconds(a[0], out[0], packed, batch))
-                    assert bool((out == a.transpose(0, 2, 1)).all()), (dtype, shape, packed)
-                print(f"{np.dtype(dtype).name:8} {str(shape):20} columns {copy / min(times[False]):.3f} "
-                      f"packed {copy / min(times[True]):.3f} of the copy  exact", flush=True)
+                for _ in range(2):
+                    for name, tile in tiles.items():
+                        out.fill(101)
+                        times.setdefault(name, []).append(thin_seconds(a[0], out[0], tile, batch))
+                        assert bool((out == a.transpose(0, 2, 1)).all()), (dtype, shape, name)
+                print(f"{np.dtype(dtype).name:8} {str(shape):20} " +
+                      " ".join(f"{name} {copy / min(t):.3f}" for name, t in times.items()) + " of the copy  exact",
+                      flush=True)
 
 
 def main() -> None:
-    if "--packed" in sys.argv:
-        return packed_ab()
+    if "--tiles" in sys.argv:
+        return tiles_ab()
     vec16 = tr.vec16_runner(*tr.VEC16_STEPS["fast"])
     for dtype in (np.int8, np.float16, np.float32):
         for c in (3, 8, 17, 31, 35, 48, 63):
