@@ -207,11 +207,14 @@ THIN_COLUMNS, THIN_PACKED, THIN_SWIZZLED = 0, 1, 2  # transpose_thin's TILE
 
 
 def thin_tile(c: int, itemsize: int, wide_in: bool) -> int:
-    """How the thin kernel's word path stages the packed side: in its own order (the c runs' words go to or come
-    from shared memory c words apart), swizzled where c has a power-of-two factor of 8 elements' words or more
-    ((c, rows) input: stores), of 4 or more ((rows, c) input: loads), as those accesses would conflict on too many
-    banks (docs/NOTES.md, "transpose.cu: the thin kernel's packed tile")."""
-    return THIN_PACKED if c % ((4 if wide_in else 8) * itemsize) != 0 else THIN_SWIZZLED
+    """How the thin kernel's word path stages the packed side. In its own order, the c runs' words go to or come
+    from shared memory c words apart, which conflicts on many banks where c has a large power-of-two factor: there
+    (c, rows) input (stores) swizzles the packed tile, from c % 8 == 0, and (rows, c) input (loads) keeps the c
+    columns, from c % (4 * itemsize) == 0. Measured in docs/NOTES.md, "transpose.cu: the thin kernel's
+    packed tile"."""
+    if wide_in:
+        return THIN_PACKED if c % (4 * itemsize) != 0 else THIN_COLUMNS
+    return THIN_PACKED if c % 8 != 0 else THIN_SWIZZLED
 
 
 def thin_per_word(itemsize: int) -> int:

@@ -88,13 +88,15 @@ def test_thin_transposes_take_the_thin_path():
     assert tr.thin_side((63, 1 << 20), 8) is None
 
 
-def test_thin_tile_swizzled_where_c_has_a_large_power_of_two():
-    packed, swizzled = tr.THIN_PACKED, tr.THIN_SWIZZLED
+def test_thin_tile_follows_the_power_of_two_in_c():
+    columns, packed, swizzled = tr.THIN_COLUMNS, tr.THIN_PACKED, tr.THIN_SWIZZLED
     assert all(tr.thin_tile(c, e, wide) == packed for c in (2, 3, 5, 17, 31, 63) for e in (1, 2) for wide in (0, 1))
-    assert tr.thin_tile(4, 1, False) == packed and tr.thin_tile(8, 1, False) == swizzled
-    assert tr.thin_tile(8, 2, False) == packed and tr.thin_tile(16, 2, False) == swizzled
-    assert tr.thin_tile(4, 1, True) == swizzled and tr.thin_tile(4, 2, True) == packed
-    assert tr.thin_tile(8, 2, True) == swizzled
+    # (c, rows) input: the packed tile swizzled from c % 8 == 0
+    assert tr.thin_tile(4, 1, False) == packed and tr.thin_tile(4, 2, False) == packed
+    assert all(tr.thin_tile(c, e, False) == swizzled for c in (8, 16, 24, 48) for e in (1, 2))
+    # (rows, c) input: the column tile from c % (4 * elements a word) == 0
+    assert tr.thin_tile(4, 1, True) == columns and tr.thin_tile(4, 2, True) == packed
+    assert tr.thin_tile(8, 2, True) == columns and tr.thin_tile(12, 1, True) == columns
 
 
 AXES = [((2, 3, 4), None), ((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((5, 7, 9, 3), (0, 3, 1, 2)),
