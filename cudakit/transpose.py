@@ -103,7 +103,7 @@ def instantiations(itemsize: int) -> tuple[str, ...]:
              for aligned, group_shift in vec16_orders(itemsize)]
     thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in, per_word, tile)
             for wide_in in (True, False) for per_word in sorted({1, thin_per_word(itemsize)})
-            for tile in ((THIN_COLUMNS, THIN_PACKED, THIN_SWIZZLED) if per_word > 1 else (THIN_COLUMNS,))]
+            for tile in thin_tiles(per_word, wide_in)]
     lines = [instantiation("permute_lines", piece) for piece in (LINE_PIECE, uint_ctype(itemsize))]
     return tuple(dict.fromkeys(seeds + vec16 + thin + lines))
 
@@ -215,6 +215,14 @@ def thin_tile(c: int, itemsize: int, wide_in: bool) -> int:
     if wide_in:
         return THIN_PACKED if c % (4 * itemsize) != 0 else THIN_COLUMNS
     return THIN_PACKED if c % 8 != 0 else THIN_SWIZZLED
+
+
+def thin_tiles(per_word: int, wide_in: bool) -> tuple[int, ...]:
+    """The stagings the thin kernel is built with (the element path has only the columns; the swizzled tile only
+    takes (c, rows) input)."""
+    if per_word == 1:
+        return (THIN_COLUMNS,)
+    return (THIN_COLUMNS, THIN_PACKED) if wide_in else (THIN_COLUMNS, THIN_PACKED, THIN_SWIZZLED)
 
 
 def thin_per_word(itemsize: int) -> int:

@@ -677,7 +677,7 @@ __device__ __forceinline__ void thin_copy(unsigned char* global, unsigned char* 
 }
 
 // TILE (whole words only past THIN_COLUMNS, P > 1): the tile holds the packed side in its own order
-// (thin_runs_packed), plain or swizzled, else c columns of run + P elements (thin_packed).
+// (thin_runs_packed), plain or (for (c, rows) input) swizzled, else c columns of run + P elements (thin_packed).
 constexpr int THIN_COLUMNS = 0, THIN_PACKED = 1, THIN_SWIZZLED = 2;
 
 template <typename T, bool WIDE_IN, int P, int TILE>
@@ -691,13 +691,14 @@ __global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ o
     const int here = (int)min((index_t)run, rows - r0);  // long-side positions this block moves
     const index_t base = matrix * rows * c;
     const int packed_bytes = here * c * (int)sizeof(T);
-    static_assert(TILE == THIN_COLUMNS || TILE == THIN_PACKED || TILE == THIN_SWIZZLED, "a staging of the tile");
+    static_assert(TILE == THIN_COLUMNS || TILE == THIN_PACKED || (TILE == THIN_SWIZZLED && !WIDE_IN),
+                  "a staging of the tile (swizzled: (c, rows) input only)");
     constexpr bool SWIZZLED = TILE == THIN_SWIZZLED;
     if (TILE != THIN_COLUMNS && WIDE_IN) {
-        thin_copy<true, SWIZZLED>(reinterpret_cast<unsigned char*>(const_cast<T*>(in + base + r0 * c)),
-                                  thin_tile_bytes, packed_bytes);
+        thin_copy<true, false>(reinterpret_cast<unsigned char*>(const_cast<T*>(in + base + r0 * c)),
+                               thin_tile_bytes, packed_bytes);
         __syncthreads();
-        thin_runs_packed<T, P, false, SWIZZLED>(tile, out + base + r0, rows, here, c);
+        thin_runs_packed<T, P, false, false>(tile, out + base + r0, rows, here, c);
     } else if (TILE != THIN_COLUMNS) {
         thin_runs_packed<T, P, true, SWIZZLED>(tile, const_cast<T*>(in + base + r0), rows, here, c);
         __syncthreads();
