@@ -153,7 +153,9 @@ def small_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps:
     m, k = a0.shape
     n = b0.shape[1]
     item = a0.itemsize
+    assert k <= SMALL_MAX_K, "the whole of k is staged in shared memory"
     fn = kernel(mm.FAMILY, small_expression(a0.dtype, tile), mm.seed_instantiations(a0.dtype))
+    shared = k * (small_lda(tile[0], item) + tile[1] + 1) * item
     tiles_n = -(-n // tile[1])
     tiles = -(-m // tile[0]) * tiles_n
     strides = tuple(st // item for st in a0.strides + b0.strides)
@@ -162,8 +164,14 @@ def small_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps:
         here = min(mm.MAX_GRID_Y, count - p0)
         launches.append((fn, (tiles, here), (SMALL_THREADS,),
                          (a0.data.ptr + p0 * steps[0] * item, b0.data.ptr + p0 * steps[1] * item,
-                          c_ptr + p0 * steps[2] * item, m, n, k, *strides, *steps, tiles_n), 0))
+                          c_ptr + p0 * steps[2] * item, m, n, k, *strides, *steps, tiles_n), shared))
     return launches
+
+
+def small_lda(bm: int, itemsize: int) -> int:
+    """The pitch of the small-product kernel's k-major rows of A, as matmul.cu sets it."""
+    per_vector = 16 // itemsize
+    return bm + per_vector if bm % per_vector == 0 else bm
 
 
 def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:

@@ -837,11 +837,30 @@ __global__ void __launch_bounds__(DOTS_THREADS, sizeof(T) == 4 ? 2 : 1) matmul_d
 
 // ---- Batches of small products: one block per BM x BN tile of one product (blockIdx.x the tile, blockIdx.y the
 // product), the whole C of a small product in one or a few blocks, so that a batch of tiny products is not one
-// padded 64 x 64 tile each. A thread keeps OUT consecutive rows of one column of the tile: per k step one read of B
-// and OUT / W vector reads of A (stored k-major), broadcast across the lanes that share the rows. Slices of BK
-// along k pass through shared memory; the next slice's loads are issued before the math on the current one. Any
-// strides: each operand is loaded along whichever of its indices is contiguous (a_k == 1: along k).
+// padded 64 x 64 tile each. The block's rows of A and columns of B, over the whole of k (the host keeps k short and
+// sizes the dynamic shared memory to it), are copied into shared memory at once with cp.async: no registers hold
+// them on the way, so more blocks stay resident and more of their loads are in flight. A thread then keeps OUT
+// consecutive rows of one column of the tile: per k step one read of B and OUT / W vector reads of A (stored
+// k-major), broadcast across the lanes that share the rows. Any strides: each operand is copied along whichever of
+// its indices is contiguous (a_k == 1: along k), in slices of BK.
 constexpr int SMALL_THREADS = 256;
+
+template <typename T>
+__device__ __forceinline__ void copy_element_async(T* shared_dst, const T* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(shared_dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(dst), "l"(src), "n"(sizeof(T)) : "memory");
+#else
+    *shared_dst = __ldg(src);
+#endif
+}
+
+__device__ __forceinline__ void copies_arrived() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+    __syncthreads();
+}
 
 template <typename T, int BM, int BN, int BK>
 __global__ void __launch_bounds__(SMALL_THREADS) matmul_batched_small(const T* __restrict__ A,
@@ -850,12 +869,13 @@ __global__ void __launch_bounds__(SMALL_THREADS) matmul_batched_small(const T* _
     typedef typename Vec16<T>::type V;
     constexpr int W = Vec16<T>::n;
     constexpr int OUT = BM * BN / SMALL_THREADS;
-    constexpr int LDA = BM % W == 0 ? BM + W : BM;  // rows of As stay 16-byte aligned, k-wise stores spread
+    constexpr int LDA = BM % W == 0 ? BM + W : BM;  // rows of As stay 16-byte aligned, k-wise copies spread
+    constexpr int LDB = BN + 1;  // + 1: a k-wise copy of B spreads over the banks
     constexpr int A_LOADS = (BM * BK + SMALL_THREADS - 1) / SMALL_THREADS;
     constexpr int B_LOADS = (BK * BN + SMALL_THREADS - 1) / SMALL_THREADS;
     static_assert(OUT >= 1 && SMALL_THREADS % BN == 0 && BM * BN % SMALL_THREADS == 0, "tile shape");
-    __shared__ __align__(16) T As[BK][LDA];
-    __shared__ T Bs[BK][BN + 1];  // + 1: a k-wise store (B's k contiguous) spreads over the banks
+    T* const As = tile_shared<T>((int)k * (LDA + LDB));  // k rows of LDA, then k rows of LDB
+    T* const Bs = As + k * LDA;
 
     A += blockIdx.y * batch_a;
     B += blockIdx.y * batch_b;
@@ -872,58 +892,53 @@ __global__ void __launch_bounds__(SMALL_THREADS) matmul_batched_small(const T* _
     const T* a_ptr = A + (i0 + a_i) * a_m + a_kk * a_k;
     const T* b_ptr = B + b_kk * b_k + (j0 + b_j) * b_n;
     const index_t a_step = a_di * a_m + a_dk * a_k, b_step = b_dk * b_k + b_dj * b_n;
-    T ra[A_LOADS], rb[B_LOADS];
-    auto load = [&](index_t k0) {
+    for (index_t k0 = 0; k0 < k; k0 += BK) {  // every slice's copies issued before any is waited for
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
-            const bool in = t + l * SMALL_THREADS < BM * BK && i0 + a_i + l * a_di < m && k0 + a_kk + l * a_dk < k;
-            ra[l] = in ? __ldg(a_ptr + k0 * a_k + l * a_step) : T(0);
+            const int kk = a_kk + l * a_dk;
+            if (t + l * SMALL_THREADS >= BM * BK || k0 + kk >= k) continue;
+            T* dst = &As[(k0 + kk) * LDA + a_i + l * a_di];
+            if (i0 + a_i + l * a_di < m) copy_element_async(dst, a_ptr + k0 * a_k + l * a_step);
+            else *dst = T(0);
         }
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
-            const bool in = t + l * SMALL_THREADS < BK * BN && k0 + b_kk + l * b_dk < k && j0 + b_j + l * b_dj < n;
-            rb[l] = in ? __ldg(b_ptr + k0 * b_k + l * b_step) : T(0);
+            const int kk = b_kk + l * b_dk;
+            if (t + l * SMALL_THREADS >= BK * BN || k0 + kk >= k) continue;
+            T* dst = &Bs[(k0 + kk) * LDB + b_j + l * b_dj];
+            if (j0 + b_j + l * b_dj < n) copy_element_async(dst, b_ptr + k0 * b_k + l * b_step);
+            else *dst = T(0);
         }
-    };
+    }
+    copies_arrived();
+
     // One k step: this thread's OUT rows from As (16-byte reads where they hold whole vectors) times B's element.
     const int col = t % BN, row0 = t / BN * OUT;
     T acc[OUT];
 #pragma unroll
     for (int o = 0; o < OUT; ++o) acc[o] = T(0);
-    auto step = [&](int kk) {
-        const T b = Bs[kk][col];
+    auto step = [&](index_t kk) {
+        const T b = Bs[kk * LDB + col];
+        const T* a_row = As + kk * LDA + row0;
         if constexpr (OUT % W == 0) {
 #pragma unroll
             for (int v = 0; v < OUT / W; ++v) {
                 union { V vector; T lane[W]; } a;
-                a.vector = *reinterpret_cast<const V*>(&As[kk][row0 + v * W]);
+                a.vector = *reinterpret_cast<const V*>(a_row + v * W);
 #pragma unroll
                 for (int w = 0; w < W; ++w) acc[v * W + w] += a.lane[w] * b;
             }
         } else {
 #pragma unroll
-            for (int o = 0; o < OUT; ++o) acc[o] += As[kk][row0 + o] * b;
+            for (int o = 0; o < OUT; ++o) acc[o] += a_row[o] * b;
         }
     };
-
-    load(0);
-    for (index_t k0 = 0; k0 < k; k0 += BK) {
+    index_t kk = 0;
+    for (; kk + BK <= k; kk += BK) {
 #pragma unroll
-        for (int l = 0; l < A_LOADS; ++l)
-            if (t + l * SMALL_THREADS < BM * BK) As[a_kk + l * a_dk][a_i + l * a_di] = ra[l];
-#pragma unroll
-        for (int l = 0; l < B_LOADS; ++l)
-            if (t + l * SMALL_THREADS < BK * BN) Bs[b_kk + l * b_dk][b_j + l * b_dj] = rb[l];
-        __syncthreads();
-        if (k0 + BK < k) load(k0 + BK);
-        if (k - k0 >= BK) {
-#pragma unroll
-            for (int kk = 0; kk < BK; ++kk) step(kk);
-        } else {
-            for (int kk = 0; kk < (int)(k - k0); ++kk) step(kk);
-        }
-        __syncthreads();  // the slice is read before the next one is stored
+        for (int s = 0; s < BK; ++s) step(kk + s);
     }
+    for (; kk < k; ++kk) step(kk);
     const index_t j = j0 + col;
     if (j >= n) return;
 #pragma unroll
