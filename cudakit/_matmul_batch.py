@@ -174,6 +174,48 @@ def small_lda(bm: int, itemsize: int) -> int:
     return bm + per_vector if bm % per_vector == 0 else bm
 
 
+# Batches of products at most TINY_MAX_SIDE on both sides of C and TINY_MAX_K deep, their rows of A and B
+# contiguous, take the tiny-product kernel: a block per product, each thread 4 columns of C by BM / 8 rows, where the
+# small-product kernel's threads keep one column each and issue two reads per OUT multiply-adds.
+TINY_TILES = ((16, 16), (32, 16), (16, 32), (32, 32))
+TINY_MAX_SIDE = 32
+TINY_MAX_K = 64
+TINY_COLS = 4  # as in matmul.cu
+
+
+def tiny_tile(m: int, n: int, k: int) -> tuple[int, int] | None:
+    """The tiny-product kernel's tile (a whole C) for m x k x n products, or None where it does not take them."""
+    if max(m, n) > TINY_MAX_SIDE or min(m, n) == 1 or k > TINY_MAX_K:
+        return None
+    return 16 if m <= 16 else 32, 16 if n <= 16 else 32
+
+
+def tiny_expression(dtype, tile: tuple[int, int], vec: bool) -> str:
+    return instantiation("matmul_batched_tiny", np.dtype(dtype), *tile, vec)
+
+
+def tiny_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: tuple[int, int, int]) -> list | None:
+    """The launch of `count` products on the tiny-product kernel (as small_launches), or None where a0's or b0's rows
+    are not contiguous (an F-order operand: the small-product kernel reads any strides)."""
+    m, k = a0.shape
+    n = b0.shape[1]
+    item = a0.itemsize
+    if (k > 1 and a0.strides[1] != item) or (n > 1 and b0.strides[1] != item):
+        return None
+    lda, ldb = (x.strides[0] // item if x.shape[0] > 1 else 0 for x in (a0, b0))
+    if lda < 0 or ldb < 0 or a0.strides[0] % item or b0.strides[0] % item:
+        return None
+    per_vector = 16 // item
+    vec = all(v % per_vector == 0 for v in (lda, ldb, steps[0], steps[1])) and a0.data.ptr % 16 == b0.data.ptr % 16 == 0
+    vec_c = n % TINY_COLS == 0 and steps[2] % per_vector == 0 and c_ptr % 16 == 0
+    fn = kernel(mm.FAMILY, tiny_expression(a0.dtype, tile, vec), mm.seed_instantiations(a0.dtype))
+    kw = -(-k // per_vector) * per_vector
+    pitch = kw + per_vector if kw % (2 * per_vector) == 0 else kw
+    shared = (tile[0] * pitch + kw * tile[1]) * item
+    threads = 8 * tile[1] // TINY_COLS
+    return [(fn, (count,), (threads,), (a0.data.ptr, b0.data.ptr, c_ptr, m, n, k, lda, ldb, *steps, int(vec_c)), shared)]
+
+
 def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
     """(the launches of the batch, whether they read a and b in place)."""
     m, k = a.shape[-2:]
@@ -184,14 +226,15 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
     item = a.itemsize
     strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
-    small = small_tile(m, n, k, item)
+    tiny = tiny_tile(m, n, k)
+    small = None if tiny else small_tile(m, n, k, item)
     device_id, products = c.data.device_id, count * math.prod(s for s, *_ in outer)
     even = all(st % 2 == 0 for _, st_a, st_b, _ in outer for st in (st_a, st_b)) and step_a % 2 == step_b % 2 == 0
-    dots = not small and batch_dots_takes(m, k, n, products, device_id, c.dtype)
-    pipelined = (not small and not dots and c.dtype == mm.F64 and even
+    dots = not tiny and not small and batch_dots_takes(m, k, n, products, device_id, c.dtype)
+    pipelined = (not tiny and not small and not dots and c.dtype == mm.F64 and even
                  and mm._matmul_routes.dmma_takes_batch(m, n, k, products, device_id)
                  and _dmma.reads_in_place(a0, 0) and _dmma.reads_in_place(b0, 1))
-    tile = None if small or dots or pipelined else mm.plan(device_id, c.dtype, m, n, k, products)[0]
+    tile = None if tiny or small or dots or pipelined else mm.plan(device_id, c.dtype, m, n, k, products)[0]
     c0 = c[(0,) * len(batch)]
     launches = []
     for idx in np.ndindex(*(size for size, *_ in outer)):
@@ -199,7 +242,10 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
         off_b = sum(i * st for i, (_, _, st, _) in zip(idx, outer))
         off_c = sum(i * st for i, (_, _, _, st) in zip(idx, outer))
         a_i, b_i, c_ptr = _shifted(a0, off_a), _shifted(b0, off_b), c0.data.ptr + off_c * item
-        if small:
+        if tiny:
+            launches += (tiny_launches(tiny, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
+                         or small_launches(small_tile(m, n, k, item), a_i, b_i, c_ptr, count, (step_a, step_b, step_c)))
+        elif small:
             launches += small_launches(small, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
         elif dots:
             launches += mm._matmul_routes.dots_launches(a_i, b_i, c_ptr, count, (step_a, step_b, step_c))

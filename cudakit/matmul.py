@@ -52,7 +52,9 @@ def seed_instantiations(dtype) -> tuple[str, ...]:
             + tuple(_matmul_routes.skinny_expression(dtype, width, rows)
                     for width in _matmul_routes.SKINNY_WIDTHS for rows in (True, False))
             + (instantiation("matmul_dots", dtype, *_matmul_routes.DOTS_PART),)
-            + tuple(_matmul_batch.small_expression(dtype, tile) for tile in _matmul_batch.SMALL_TILES))
+            + tuple(_matmul_batch.small_expression(dtype, tile) for tile in _matmul_batch.SMALL_TILES)
+            + tuple(_matmul_batch.tiny_expression(dtype, tile, vec)
+                    for tile in _matmul_batch.TINY_TILES for vec in (True, False)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -279,9 +281,14 @@ def aligned_operand(x, row_axis: int):
     contiguous = 1 - row_axis if k_contig else row_axis
     extent = a.shape[contiguous]
     buf = cupy.empty((a.shape[1 - contiguous], -(-extent // width) * width), a.dtype)
-    # (the copy runs over the buffer's rows, in memory order on both sides: an F-order pair copied by its C-order
-    # shape would step a whole column between neighbouring threads)
-    buf[:, :extent] = a if contiguous == 1 else a.T
+    rows = a if contiguous == 1 else a.T  # its rows are contiguous, `extent` elements each
+    item = a.itemsize
+    if rows.shape[0] > 1 and rows.strides[0] < extent * item:  # rows that overlap (a broadcast): an elementwise copy
+        buf[:, :extent] = rows
+    else:  # one pitched copy: a few microseconds of host time where an elementwise kernel takes tens
+        cupy.cuda.runtime.memcpy2DAsync(buf.data.ptr, buf.strides[0], rows.data.ptr, max(rows.strides[0], extent * item),
+                                        extent * item, rows.shape[0], cupy.cuda.runtime.memcpyDeviceToDevice,
+                                        cupy.cuda.get_current_stream().ptr)
     return buf[:, :extent] if contiguous == 1 else buf[:, :extent].T
 
 

@@ -947,3 +947,113 @@ __global__ void __launch_bounds__(SMALL_THREADS) matmul_batched_small(const T* _
         if (i < m) C[i * n + j] = acc[o];
     }
 }
+
+// ---- Batches of tiny products (m <= BM, n <= BN, both at most 32; k short; rows of A and B contiguous): one block
+// per product, 8 x BN / 4 threads. The block copies A (m x k) and B (k x n) whole into shared memory as they lie,
+// rows padded: 16 bytes a cp.async where every row starts on 16 bytes (VEC), else an element at a time. Thread
+// (ty, tx) keeps rows ty, ty + 8, ... and columns 4 tx .. 4 tx + 3 of C: per W-deep step of k one vector read per
+// row of A and W reads of its 4 columns of B, for BM / 8 * 4 * W multiply-adds (the small-product kernel's threads
+// do 1 * OUT per two reads). A warp's reads of A hit consecutive rows, which a pitch of 4 (mod 8) words spreads over
+// distinct banks.
+constexpr int TINY_ROW_THREADS = 8;
+constexpr int TINY_COLS = 4;
+
+template <typename T>
+__device__ __forceinline__ void copy_chunk_async(T* shared_dst, const T* src, int bytes) {  // bytes < 16: zero-filled
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(shared_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+#else
+    constexpr int W = Vec16<T>::n;
+#pragma unroll
+    for (int w = 0; w < W; ++w) shared_dst[w] = w * (int)sizeof(T) < bytes ? __ldg(src + w) : T(0);
+#endif
+}
+
+template <typename T, int BM, int BN, bool VEC>
+__global__ void __launch_bounds__(TINY_ROW_THREADS * BN / TINY_COLS) matmul_batched_tiny(const T* __restrict__ A,
+    const T* __restrict__ B, T* __restrict__ C, int m, int n, int k, index_t lda, index_t ldb, index_t batch_a,
+    index_t batch_b, index_t batch_c, int vec_c) {
+    typedef typename Vec16<T>::type V;
+    union Lanes { V vector; T lane[Vec16<T>::n]; };
+    constexpr int W = Vec16<T>::n, TM = BM / TINY_ROW_THREADS, TX = BN / TINY_COLS, THREADS = TINY_ROW_THREADS * TX;
+    static_assert(BM % TINY_ROW_THREADS == 0 && BN % TINY_COLS == 0 && TINY_COLS % W == 0, "tile shape");
+    const int kw = (k + W - 1) / W * W;  // k in whole vectors; A's tail and B's rows past k are zeros
+    const int pitch = kw % (2 * W) == 0 ? kw + W : kw;  // W (mod 2 W) elements: 4 (mod 8) words
+    T* const As = tile_shared<T>(BM * pitch + kw * BN);  // BM rows of `pitch`, then kw rows of BN
+    T* const Bs = As + BM * pitch;
+
+    const index_t z = blockIdx.x;
+    A += z * batch_a;
+    B += z * batch_b;
+    C += z * batch_c;
+    const int t = threadIdx.x;
+    if (VEC) {
+        const int a_chunks = kw / W, b_chunks = (n + W - 1) / W;
+        for (int e = t; e < m * a_chunks; e += THREADS) {
+            const int i = e / a_chunks, p = (e - i * a_chunks) * W;
+            copy_chunk_async(As + i * pitch + p, A + i * lda + p, (k - p < W ? k - p : W) * (int)sizeof(T));
+        }
+        for (int e = t; e < k * b_chunks; e += THREADS) {
+            const int p = e / b_chunks, j = (e - p * b_chunks) * W;
+            copy_chunk_async(Bs + p * BN + j, B + p * ldb + j, (n - j < W ? n - j : W) * (int)sizeof(T));
+        }
+        for (int e = t; e < (kw - k) * BN; e += THREADS) Bs[k * BN + e] = T(0);
+    } else {
+        for (int e = t; e < m * kw; e += THREADS) {
+            const int i = e / kw, p = e - i * kw;
+            if (p < k) copy_element_async(As + i * pitch + p, A + i * lda + p);
+            else As[i * pitch + p] = T(0);
+        }
+        for (int e = t; e < kw * n; e += THREADS) {
+            const int p = e / n, j = e - p * n;
+            if (p < k) copy_element_async(Bs + p * BN + j, B + p * ldb + j);
+            else Bs[p * BN + j] = T(0);
+        }
+    }
+    copies_arrived();
+
+    const int tx = t % TX, ty = t / TX;
+    T acc[TM][TINY_COLS];
+#pragma unroll
+    for (int r = 0; r < TM; ++r)
+#pragma unroll
+        for (int c = 0; c < TINY_COLS; ++c) acc[r][c] = T(0);
+    for (int kk = 0; kk < kw; kk += W) {
+        Lanes a[TM], b[W][TINY_COLS / W];
+#pragma unroll
+        for (int r = 0; r < TM; ++r) a[r].vector = *reinterpret_cast<const V*>(As + (ty + r * TINY_ROW_THREADS) * pitch + kk);
+#pragma unroll
+        for (int w = 0; w < W; ++w)
+#pragma unroll
+            for (int v = 0; v < TINY_COLS / W; ++v)
+                b[w][v].vector = *reinterpret_cast<const V*>(Bs + (kk + w) * BN + tx * TINY_COLS + v * W);
+#pragma unroll
+        for (int r = 0; r < TM; ++r)
+#pragma unroll
+            for (int w = 0; w < W; ++w)
+#pragma unroll
+                for (int c = 0; c < TINY_COLS; ++c) acc[r][c] += a[r].lane[w] * b[w][c / W].lane[c % W];
+    }
+    const int j = tx * TINY_COLS;
+    if (j >= n) return;
+#pragma unroll
+    for (int r = 0; r < TM; ++r) {
+        const int i = ty + r * TINY_ROW_THREADS;
+        if (i >= m) break;
+        T* row = C + (index_t)i * n + j;
+        if (vec_c) {  // n a multiple of TINY_COLS, every row on 16 bytes: j + TINY_COLS <= n
+#pragma unroll
+            for (int v = 0; v < TINY_COLS / W; ++v) {
+                Lanes out;
+#pragma unroll
+                for (int w = 0; w < W; ++w) out.lane[w] = acc[r][v * W + w];
+                *reinterpret_cast<V*>(row + v * W) = out.vector;
+            }
+        } else {
+#pragma unroll
+            for (int c = 0; c < TINY_COLS; ++c)
+                if (j + c < n) row[c] = acc[r][c];
+        }
+    }
+}

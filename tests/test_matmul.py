@@ -171,6 +171,18 @@ def test_aligned_operand_pads_misaligned_layouts_and_the_padding_is_never_read(d
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_aligned_operand_copies_broadcast_rows_off_16_bytes(dtype):
+    """Rows that overlap (a broadcast row starting off 16 bytes) cannot take the pitched copy: the elementwise one."""
+    import cupy
+
+    row = random_array(46, dtype)[1:]
+    A = cupy.broadcast_to(row, (67, 45))
+    a = mm.aligned_operand(A, 0)
+    assert a.data.ptr % 16 == 0 and bool((a == A).all())
+
+
+@pytest.mark.gpu
 def test_fast_plans_tiles_and_splits_by_shape():
     import cupy
 

@@ -498,6 +498,44 @@ def test_batches_of_small_products_take_the_small_kernel(dtype, bmkn, monkeypatc
     assert taken and set(taken) == {tile}
 
 
+TINY_BATCHES = [(50, 32, 32, 32), (7, 16, 16, 16), (5, 17, 1, 5), (6, 2, 63, 31), (3, 32, 64, 20), (4, 9, 12, 32),
+                (3, 30, 5, 2)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bmkn", TINY_BATCHES, ids=str)
+def test_batches_of_tiny_products_take_the_tiny_kernel(dtype, bmkn, monkeypatch):
+    """Batches of products at most 32 x 32 on the tiny-product kernel wherever the rows of A and B are contiguous:
+    16-byte copies (aligned rows) and element copies (odd k or n, rows cut from wider arrays, a base off 16 bytes),
+    a broadcast operand, both tile sides, partial tiles and a k past every vector; F-order operands on the small
+    kernel (but with k = 1, whose rows of A are one element). The output poisoned first."""
+    count, m, k, n = bmkn
+    tile = _matmul_batch.tiny_tile(m, n, k)
+    assert tile == (16 if m <= 16 else 32, 16 if n <= 16 else 32)
+    taken = []
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})  # each geometry's launches made anew, here
+    monkeypatch.setattr(_matmul_batch, "tiny_launches",
+                        lambda *args, run=_matmul_batch.tiny_launches: taken.append(run(*args)) or taken[-1])
+    wide = random_array((count, m, k + 3), dtype)
+    operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype), True),
+                (wide[:, :, 1:k + 1], random_array((count, k, n + 4), dtype)[:, :, :n], True),
+                (random_array((m, k), dtype), random_array((count, k, n), dtype), True),
+                (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, k, n), dtype), k == 1)]
+    for a, b, tiny in operands:
+        taken.clear()
+        out = poisoned((count, m, n), dtype)
+        assert cudakit.matmul(a, b, out=out) is out
+        assert_close(out, ref64(a, b), dtype, k, f"{bmkn} {a.strides} {b.strides}")
+        assert [launches is not None for launches in taken] == [tiny], (a.strides, b.strides)
+
+
+def test_the_tiny_kernel_takes_small_c_and_short_k_only():
+    assert _matmul_batch.tiny_tile(32, 32, 64) == (32, 32) and _matmul_batch.tiny_tile(3, 20, 1) == (16, 32)
+    assert _matmul_batch.tiny_tile(33, 8, 8) is None and _matmul_batch.tiny_tile(8, 8, 65) is None
+    assert _matmul_batch.tiny_tile(1, 8, 8) is None and _matmul_batch.tiny_tile(8, 1, 8) is None  # matvec's
+
+
 DOTS_BATCHES = [(6, 753, 4), (2, 128, 2), (16, 1000, 2), (2, 500, 16), (3, 300, 5), (3, 2049, 5), (4, 4100, 8),
                 (8, 65, 8), (16, 256, 13)]
 

@@ -141,6 +141,11 @@ def drop_in_shapes(small: bool) -> int:
                 want = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
                 assert _check.relative_error(out, want) <= _check.tolerance(np.dtype(dtype), 21), (tile, oa, ob)
                 runs += 1
+        for m, k, n in ((32, 32, 32), (17, 63, 5), (9, 1, 30)):  # the tiny kernel: 16-byte and element copies
+            for a, b in ((rand((3, m, k), dtype), rand((3, k, n), dtype)),
+                         (rand((3, m, k + 1), dtype)[:, :, 1:], rand((3, k, n + 2), dtype)[:, :, 1:-1])):
+                cudakit.matmul(a, b, check=True)
+                runs += 1
         for m, k, n in ((6, 150, 4), (3, 300, 10)):  # batched dots: partial 8 x 8 parts, warps past a short k
             for oa, ob in (("C", "C"), ("F", "F")):
                 a = rand((3, m, k), dtype) if oa == "C" else rand((3, k, m), dtype).transpose(0, 2, 1)
