@@ -91,6 +91,8 @@ def run(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), transposed: bo
     """out = A @ B in float64 on the tensor cores (sm_80+). A m x k, B k x n, out m x n C-contiguous (out's first
     product; all `count` products one after the other). batch = (count, A's stride, B's stride) in elements
     between products (0: broadcast). A misaligned operand is copied (padded) with count 1 only."""
+    if batch[0] == 1:  # the padded copies made here outlive their launches (launches() keeps only their addresses)
+        A, B = _aligned(A, 0)[0], _aligned(B, 1)[0]
     for args in launches(A, B, out, tile, batch, transposed=transposed):
         launch(*args)
 

@@ -51,8 +51,8 @@ def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
     key = (batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, pc % 16, c.dtype, pair, device_id)
     cached = _BATCH_LAUNCHES.get(key)
     if cached is None:
-        launches, in_place = _batched_launches(a, b, c, batch)
-        if not in_place:  # the operands were copied first: nothing to repeat
+        launches, copies = _batched_launches(a, b, c, batch)
+        if copies is not None:  # the operands were copied first (alive until queued here): nothing to repeat
             for args in launches:
                 launch(*args)
             return
@@ -216,13 +216,14 @@ def tiny_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: 
     return [(fn, (count,), (threads,), (a0.data.ptr, b0.data.ptr, c_ptr, m, n, k, lda, ldb, *steps, int(vec_c)), shared)]
 
 
-def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
-    """(the launches of the batch, whether they read a and b in place)."""
+def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None]:
+    """(the launches of the batch, None where they read a and b in place, else the copies they read: the launches
+    hold only addresses, so the copies must live until the launches are queued)."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
     given = a.data.ptr, b.data.ptr
     (a, a0), (b, b0) = _batch_operand(a, batch, 0), _batch_operand(b, batch, 1)
-    in_place = (a.data.ptr, b.data.ptr) == given  # a copy is a new allocation
+    copies = None if (a.data.ptr, b.data.ptr) == given else (a, b)  # a copy is a new allocation
     item = a.itemsize
     strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
@@ -253,7 +254,7 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, bool]:
             launches += _dmma.launches(a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr, transposed=False)
         else:
             launches += mm.tile_launches(tile, a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
-    return launches, in_place
+    return launches, copies
 
 
 def _shifted(x, elements: int):
