@@ -285,7 +285,7 @@ def aligned_operand(x, row_axis: int):
     item = a.itemsize
     if rows.shape[0] > 1 and rows.strides[0] < extent * item:  # rows that overlap (a broadcast): an elementwise copy
         buf[:, :extent] = rows
-    else:  # one pitched copy: a few microseconds of host time where an elementwise kernel takes tens
+    else:  # one pitched copy: a single driver call, far less host time than CuPy's elementwise assignment
         cupy.cuda.runtime.memcpy2DAsync(buf.data.ptr, buf.strides[0], rows.data.ptr, max(rows.strides[0], extent * item),
                                         extent * item, rows.shape[0], cupy.cuda.runtime.memcpyDeviceToDevice,
                                         cupy.cuda.get_current_stream().ptr)
