@@ -91,7 +91,7 @@ def run(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), transposed: bo
     """out = A @ B in float64 on the tensor cores (sm_80+). A m x k, B k x n, out m x n C-contiguous (out's first
     product; all `count` products one after the other). batch = (count, A's stride, B's stride) in elements
     between products (0: broadcast). A misaligned operand is copied (padded) with count 1 only."""
-    if batch[0] == 1:  # the padded copies made here outlive their launches (launches() keeps only their addresses)
+    if batch[0] == 1:  # padded here, where the copies outlive the launches that read them
         A, B = _aligned(A, 0)[0], _aligned(B, 1)[0]
     for args in launches(A, B, out, tile, batch, transposed=transposed):
         launch(*args)
@@ -107,7 +107,8 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
     """The launches (launch()'s arguments) that run() makes; c_ptr: the first product's output address, if not
     out's (out then gives the shape). transposed: run C^T = B^T @ A^T, the default where A's k and B's columns are
     contiguous (two C-order operands): the kernel's mma A is then B^T, row-contiguous, and its fragments need no
-    register moves."""
+    register moves. The launches hold only addresses: A and B must be readable in place (run() and launcher() pad
+    them first, and keep the copies while the launches are queued)."""
     tile = DEFAULT if tile is None else tile
     m, k = A.shape
     k2, n = B.shape
@@ -116,8 +117,7 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
     assert max(m, n, k) <= MAX_DIM and min(m, n, k) >= 1, (m, n, k)
     count, batch_a, batch_b = batch
     (a, a_kc, lda), (b, b_kc, ldb) = _aligned(A, 0), _aligned(B, 1)
-    if count > 1:  # the strides between products are the caller's: the first product's operands must be read in place
-        assert a is A and b is B and batch_a % 2 == 0 and batch_b % 2 == 0, "a batch needs aligned operands"
+    assert a is A and b is B and batch_a % 2 == 0 and batch_b % 2 == 0, "the kernel reads A and B in place: pad them first"
     if transposed is None:
         transposed = _transposes(a_kc, b_kc)
     if transposed:  # B^T is the kernel's A, A^T its B: each keeps its layout flag (its k stride is the same)
