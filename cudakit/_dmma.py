@@ -78,11 +78,12 @@ def instantiation_groups():
 
 def _aligned(x, row_axis: int):
     """(operand, its k index is contiguous, leading dimension) as the kernel reads it: a 16-byte aligned base and an
-    even leading dimension, else a padded copy (matmul.aligned_operand); an unreadable layout is copied first."""
+    even leading dimension (or a single line), else a padded copy (matmul.aligned_operand); an unreadable layout is copied first."""
     from .matmul import _layout, aligned_operand
 
     a, kc, ld = _layout(x, row_axis)
-    if a.data.ptr % 16 == 0 and ld % 2 == 0:
+    lines = a.shape[row_axis] if kc else a.shape[1 - row_axis]  # a single line is never stepped over by ld
+    if a.data.ptr % 16 == 0 and (ld % 2 == 0 or lines == 1):
         return a, kc, ld
     return _layout(aligned_operand(a, row_axis), row_axis)
 
