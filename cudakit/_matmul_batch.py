@@ -235,7 +235,9 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None]:
     pipelined = (not tiny and not small and not dots and c.dtype == mm.F64 and even
                  and mm._matmul_routes.dmma_takes_batch(m, n, k, products, device_id)
                  and _dmma.reads_in_place(a0, 0) and _dmma.reads_in_place(b0, 1))
-    tile = None if tiny or small or dots or pipelined else mm.plan(device_id, c.dtype, m, n, k, products)[0]
+    if not (tiny or small or dots or pipelined):
+        steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))
+        tile = mm.plan(device_id, c.dtype, m, n, k, products, vectors=mm.reads_vectors(a0, b0, steps))[0]
     c0 = c[(0,) * len(batch)]
     launches = []
     for idx in np.ndindex(*(size for size, *_ in outer)):

@@ -220,7 +220,8 @@ def _route(A, B, out):
         return _matvec_route(A, B, out)
     if out.dtype == mm.F64 and k <= mm._matmul_batch.SHORT_K_F64:
         return short_k_launcher(A, B, out)
-    tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k)
+    vectors = min(m, n) >= mm.PAD_MIN_DIM or mm.reads_vectors(A, B)  # (run_fast_tile pads the big products)
+    tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, vectors=vectors)
     if isinstance(tile, _dmma.DmmaTile) and splits > 1:  # (a long k: register moves or not, its runs outran the rest)
         run = _dmma.split_launcher(A, B, out, tile, splits, depth)
         if run is not None:

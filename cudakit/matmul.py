@@ -134,8 +134,7 @@ def tile_launches(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k
     a, a_kc, lda = _layout(A, 0)
     b, b_kc, ldb = _layout(B, 1)
     width = 16 // a.itemsize
-    vec = a.data.ptr % 16 == 0 and b.data.ptr % 16 == 0 and lda % width == 0 and ldb % width == 0
-    vec = vec and batch[1] % width == 0 and batch[2] % width == 0
+    vec = reads_vectors(A, B, batch[1:])
     c_ptr = out.data.ptr if c_ptr is None else c_ptr
     vec_c = c_ptr % 16 == 0 and n % width == 0
     fn = _tile_kernel(tile, a.dtype, a_kc, b_kc, vec, out.data.device_id)
@@ -155,6 +154,15 @@ def tile_launches(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k
                           m, n, k, lda, ldb, int(vec_c), tail_start, sk_blocks, partials, counters, batch_a, batch_b,
                           last_k), tile.shared_bytes(a.dtype)))
     return launches
+
+
+def reads_vectors(A, B, steps=(0, 0)) -> bool:
+    """Whether the tiles read A and B (as _layout gives them) with 16-byte loads: bases, leading dimensions and the
+    batch's steps between products (elements) all whole vectors."""
+    (a, _, lda), (b, _, ldb) = _layout(A, 0), _layout(B, 1)
+    width = 16 // a.itemsize
+    return (a.data.ptr % 16 == 0 and b.data.ptr % 16 == 0
+            and all(v % width == 0 for v in (lda, ldb, *steps)))
 
 
 def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last=None, c_ptr=None) -> None:
@@ -180,22 +188,29 @@ def uses_stream_k(tile: Tile) -> bool:
     return tile.kind == "simt" and tile.ksplit == 1 and tile.stages == 2
 
 
-def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1, pipelined: bool = True) -> tuple[Tile, int, int]:
-    """_plan for the tiles tuned now (a new tuning replans); pipelined=False leaves the pipelined DMMA tiles out."""
+def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1, pipelined: bool = True,
+         vectors: bool = False) -> tuple[Tile, int, int]:
+    """_plan for the tiles tuned now (a new tuning replans); pipelined=False leaves the pipelined DMMA tiles out;
+    vectors: the tiles read A and B with 16-byte loads (reads_vectors, or a padded copy)."""
     dtype = np.dtype(dtype)
-    return _plan(_tune.tiles(device_id, dtype), device_id, dtype, m, n, k, count, pipelined)
+    return _plan(_tune.tiles(device_id, dtype), device_id, dtype, m, n, k, count, pipelined, vectors)
 
 
 @functools.lru_cache(maxsize=4096)
 def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int, count: int,
-          pipelined: bool = True) -> tuple[Tile, int, int]:
+          pipelined: bool = True, vectors: bool = False) -> tuple[Tile, int, int]:
     """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64
-    tile between them; for a short k, the tile with the most blocks per SM alone; for FP64 that _dmma.planned, its
-    tiles alone, k whole; that _dmma.split_planned, _dmma.split_plan's beside the others), the tile and the split
-    of k into `splits` runs of `depth` whose modelled time (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole."""
+    tile between them; for a short k, the tile with the most blocks per SM alone, or beside it _tune.WIDE_TILE where
+    _wide_takes; for FP64 that _dmma.planned, its tiles alone, k whole; that _dmma.split_planned, _dmma.split_plan's
+    beside the others), the tile and the split of k into `splits` runs of `depth` whose modelled time
+    (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole; a batch that
+    _wide_takes runs on _tune.WIDE_TILE."""
     large, small = pair
+    wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
+    if wide and count > 1:
+        return wide, 1, k
     if k <= _tune.SMALL_K:
-        tiles = (_tune.SMALL_K_TILE.get(dtype, small),)
+        tiles = (_tune.SMALL_K_TILE.get(dtype, small),) + ((wide,) if wide else ())
     else:
         tiles = (large, small) + ((_tune.MIDDLE_TILE[dtype],) if dtype in _tune.MIDDLE_TILE else ())
     if min(m, n) <= _tune.NARROW_SIDE:
@@ -226,6 +241,20 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
             if best is None or seconds < best[0]:
                 best = (seconds, tile, splits, depth)
     return best[1:]
+
+
+def _wide_takes(dtype, m: int, n: int, k: int, count: int, vectors: bool, device_id: int) -> Tile | None:
+    """_tune.WIDE_TILE where the planner weighs it: FP32 read with 16-byte loads, k at least _tune.WIDE_MIN_K, and
+    one product with k at most _tune.WIDE_SHORT_MAX_K, or a batch with k at most _tune.WIDE_BATCH_MAX_K whose grid
+    fills a round of the resident blocks."""
+    tile = _tune.WIDE_TILE.get(dtype)
+    if tile is None or not vectors or not tile.supports(dtype, _compute_capability(device_id)):
+        return None
+    if count == 1:  # the model weighs it beside SMALL_K_TILE
+        return tile if _tune.WIDE_MIN_K <= k <= _tune.WIDE_SHORT_MAX_K else None
+    grid = count * -(-m // tile.bm) * -(-n // tile.bn)
+    fills = grid >= resident_tiles(tile, dtype, device_id)
+    return tile if _tune.WIDE_MIN_K <= k <= _tune.WIDE_BATCH_MAX_K and fills else None
 
 
 def run_split_k(tile: Tile, A, B, out, splits: int, depth: int) -> None:

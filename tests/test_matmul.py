@@ -191,6 +191,13 @@ def test_fast_plans_tiles_and_splits_by_shape():
     large, small = _tune.tiles(device, f32)
     assert mm.plan(device, f32, 8192, 8192, 8192) == (large, 1, 8192)  # a full grid: the large tile, k whole
     assert mm.plan(device, f32, 4096, 4096, 64)[0] == _tune.SMALL_K_TILE[f32]  # short k
+    wide = _tune.WIDE_TILE[f32]  # short k read with 16-byte loads: the wide tile where its grid fills the SMs
+    assert mm.plan(device, f32, 4096, 4096, 64, vectors=True)[0] == wide
+    assert mm.plan(device, f32, 512, 512, 32, vectors=True)[0] == _tune.SMALL_K_TILE[f32]
+    assert mm.plan(device, f32, 4096, 4096, 200, vectors=True)[0] != wide  # mid k, one product
+    assert mm.plan(device, f32, 512, 512, 512, 64, vectors=True) == (wide, 1, 512)  # a batch: the wide tile
+    assert mm.plan(device, f32, 512, 512, 512, 64)[0] != wide
+    assert mm.plan(device, f32, 512, 512, 512, 2, vectors=True)[0] != wide  # a grid short of a round
     tile, splits, depth = mm.plan(device, f32, 128, 128, 65536)  # one tile's worth of C: k split
     assert splits >= _tune.MIN_SPLITS and (splits - 1) * depth < 65536 <= splits * depth
     for dtype in (f32, np.dtype(np.float64)):  # a side of C up to 16 with a long k: a narrow tile, k split
@@ -198,6 +205,35 @@ def test_fast_plans_tiles_and_splits_by_shape():
         tile, splits, _ = mm.plan(device, dtype, 327, 9, 486410)
         assert tile == narrow_rows and splits > 1, tile.name
         assert mm.plan(device, dtype, 9, 327, 486410)[0] == narrow_columns
+
+
+def test_the_wide_tile_is_planned_by_its_rule(monkeypatch):
+    """_tune.WIDE_TILE's rule on a modelled H100 (no GPU: 132 SMs, each tile's min_blocks resident an SM): float32
+    read with 16-byte loads, one product with k of WIDE_MIN_K to WIDE_SHORT_MAX_K where the model prefers it, a
+    batch with k up to WIDE_BATCH_MAX_K whose grid fills a round; never for element loads, mid or very short k, a
+    small grid or a batch short of a round."""
+    f32 = np.dtype(np.float32)
+    config = _tune.default_config(f32, 90)
+    pair = _tune._BY_NAME[config["large"]], _tune._BY_NAME[config["small"]]
+    monkeypatch.setattr(_tune, "tiles", lambda device_id, dtype: pair)
+    monkeypatch.setattr(mm, "sm_count", lambda device_id: 132)
+    monkeypatch.setattr(mm, "resident_tiles", lambda tile, dtype, device_id: 132 * tile.min_blocks)
+    monkeypatch.setattr(mm, "_compute_capability", lambda device_id: 90)
+    wide, short_k = _tune.WIDE_TILE[f32], _tune.SMALL_K_TILE[f32]
+    mm._plan.cache_clear()
+    try:
+        assert mm.plan(0, f32, 4096, 4096, 64, vectors=True)[0] == wide
+        assert mm.plan(0, f32, 2048, 2048, 32, vectors=True)[0] == wide
+        assert mm.plan(0, f32, 4096, 4096, 64)[0] == short_k  # element loads
+        assert mm.plan(0, f32, 4096, 4096, 16, vectors=True)[0] == short_k  # under WIDE_MIN_K
+        assert mm.plan(0, f32, 512, 512, 32, vectors=True)[0] == short_k  # a grid of 16 wide tiles
+        assert mm.plan(0, f32, 4096, 4096, 200, vectors=True)[0] != wide  # mid k, one product
+        assert mm.plan(0, f32, 512, 512, 512, 64, vectors=True) == (wide, 1, 512)  # a batch
+        assert mm.plan(0, f32, 512, 512, 512, 64)[0] != wide
+        assert mm.plan(0, f32, 512, 512, 512, 2, vectors=True)[0] != wide  # 32 tiles: short of a round
+        assert mm.plan(0, f32, 512, 512, 2048, 64, vectors=True)[0] != wide  # past WIDE_BATCH_MAX_K
+    finally:
+        mm._plan.cache_clear()
 
 
 @pytest.mark.gpu

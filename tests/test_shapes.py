@@ -468,6 +468,26 @@ def test_a_batch_of_matrices_is_one_launch_of_the_fast_kernels(dtype, bmn, monke
     assert_close(cudakit.matvec(A[0], X), ref64(X, A[0].T), dtype, n, f"{bmn} one matrix")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("shapes", [((24, 512, 96), (24, 96, 520)), ((64, 256, 128), (128, 264)), ((2048, 48), (48, 2048)),
+                                    ((2048, 48), (2, 48, 2048))], ids=str)
+def test_float32_products_on_the_wide_tile(shapes, monkeypatch):
+    """float32 batches and short-k products read with 16-byte loads take _tune.WIDE_TILE (the planner's rule) and
+    equal the float64 product; a batch broadcast over one operand, the output poisoned first."""
+    from cudakit import _tune
+
+    planned = []
+    monkeypatch.setattr(mm, "plan", lambda *args, run=mm.plan, **kw: planned.append(run(*args, **kw)) or planned[-1])
+    monkeypatch.setattr(mm._matmul_batch, "_BATCH_LAUNCHES", {})  # (planned afresh)
+    monkeypatch.setattr(mm._matmul_routes, "_routes", {})
+    A, B = (random_array(s, np.float32) for s in shapes)
+    out_shape = np.broadcast_shapes(A.shape[:-2], B.shape[:-2]) + (A.shape[-2], B.shape[-1])
+    out = poisoned(out_shape, np.float32)
+    assert cudakit.matmul(A, B, out=out) is out
+    assert_close(out, ref64(A, B), np.float32, A.shape[-1], str(shapes))
+    assert planned and planned[-1][0] == _tune.WIDE_TILE[np.dtype(np.float32)], [p[0].name for p in planned]
+
+
 SMALL_BATCHES = [(40, 32, 32, 32), (7, 1, 3, 149), (9, 8, 2, 264), (5, 29, 7, 246), (6, 43, 64, 4), (3, 300, 17, 1),
                  (4, 64, 30, 64), (3, 60, 20, 100), (2, 17, 33, 200), (5, 110, 16, 70), (3, 16, 20, 60),
                  (4, 120, 40, 7), (6, 64, 24, 32)]
