@@ -576,12 +576,13 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_a_remembered_route_follows_each_calls_operands(dtype):
+@pytest.mark.parametrize("mkn", [(96, 200, 72), (1056, 200, 1040)], ids=str)  # (the second: padded when misaligned)
+def test_a_remembered_route_follows_each_calls_operands(dtype, mkn):
     """The fast variant remembers its route per geometry: repeated calls on fresh operands, the same shapes and
     strides at a misaligned address (another route), and on another stream, each give their own right answer."""
     import cupy
 
-    m, k, n = 96, 200, 72
+    m, k, n = mkn
     for offset in (0, 1, 0, 1, 0):  # (1: the same strides, the pointers 4 or 8 bytes past a 16-byte boundary)
         A = random_array((m, k + 8), dtype)[:, offset:offset + k]  # (rows 16-byte multiples: vector loads where
         B = random_array((k, n + 8), dtype)[:, offset:offset + n]  # the pointers are aligned)
