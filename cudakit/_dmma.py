@@ -82,9 +82,10 @@ def _aligned(x, row_axis: int):
     from .matmul import _layout, aligned_operand
 
     a, kc, ld = _layout(x, row_axis)
-    lines = a.shape[row_axis] if kc else a.shape[1 - row_axis]  # a single line is never stepped over by ld
+    lines = a.shape[row_axis] if kc else a.shape[1 - row_axis]
     if a.data.ptr % 16 == 0 and (ld % 2 == 0 or lines == 1):
-        return a, kc, ld
+        # a single line is never stepped over: its ld made even keeps the idle copies' addresses on 16 bytes
+        return a, kc, ld + ld % 2
     return _layout(aligned_operand(a, row_axis), row_axis)
 
 
