@@ -134,7 +134,7 @@ def tile_launches(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k
     a, a_kc, lda = _layout(A, 0)
     b, b_kc, ldb = _layout(B, 1)
     width = 16 // a.itemsize
-    vec = reads_vectors(A, B, batch[1:])
+    vec = reads_vectors(a, b, batch[1:])  # (a and b as laid out: no second copy)
     c_ptr = out.data.ptr if c_ptr is None else c_ptr
     vec_c = c_ptr % 16 == 0 and n % width == 0
     fn = _tile_kernel(tile, a.dtype, a_kc, b_kc, vec, out.data.device_id)
