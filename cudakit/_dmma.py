@@ -78,7 +78,8 @@ def instantiation_groups():
 
 def _aligned(x, row_axis: int):
     """(operand, its k index is contiguous, leading dimension) as the kernel reads it: a 16-byte aligned base and an
-    even leading dimension (or a single line), else a padded copy (matmul.aligned_operand); an unreadable layout is copied first."""
+    even leading dimension (or a single line), else a padded copy (matmul.aligned_operand); an unreadable layout is
+    copied first."""
     from .matmul import _layout, aligned_operand
 
     a, kc, ld = _layout(x, row_axis)

@@ -117,8 +117,8 @@ MIDDLE_TILE = {F32: CANDIDATES[F32][4]}
 SMALL_K_TILE = {F32: CANDIDATES[F32][5]}
 # The 128 x 128 tile of 16 x 8 sums a thread (128 threads) outran the tuned pair and SMALL_K_TILE where its operands
 # were read with 16-byte loads and its grid filled the SMs: one product with k from WIDE_MIN_K to WIDE_SHORT_MAX_K,
-# and batches (no stream-K tail) with k up to WIDE_BATCH_MAX_K (docs/NOTES.md, session 25). It lost at mid k on one
-# product of mid k (100 to 227) filling the SMs several times; k under WIDE_MIN_K was not measured.
+# and batches (no stream-K tail) with k up to WIDE_BATCH_MAX_K (docs/NOTES.md, session 25). A single product of
+# mid k (100 to 227) filling the SMs several times ran slower on it; k under WIDE_MIN_K was not measured.
 WIDE_TILE = {F32: CANDIDATES[F32][3]}
 WIDE_MIN_K, WIDE_SHORT_MAX_K, WIDE_BATCH_MAX_K = 32, 64, 1024
 # A C with a side of at most NARROW_SIDE: tiles 16 or 32 wide on that side, 128 long on the other, so that a long
