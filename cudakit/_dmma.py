@@ -208,7 +208,8 @@ def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
     workspace of partial results, then their sum in a fixed order (deterministic); the launches built once. None
     where an operand would need a padded copy (the runs are a batch, which reads its operands in place) or the last
     run is one deep."""
-    from .matmul import _layout, partials_adder
+    from ._matmul_routes import partials_adder
+    from .matmul import _layout
 
     if not (reads_in_place(A, 0) and reads_in_place(B, 1)):
         return None

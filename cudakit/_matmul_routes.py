@@ -15,7 +15,7 @@ import cupy
 import numpy as np
 
 from . import _args, _dmma, _tune
-from ._compile import instantiation, kernel, launch, resident_blocks
+from ._compile import instantiation, kernel, launch, rebased, resident_blocks
 from ._device import sm_count, workspace
 
 mm = importlib.import_module(__package__ + ".matmul")  # (its tiles and planner; it imports this module first)
@@ -118,7 +118,7 @@ def dots_launcher(A, B, out, runs: int, run: int):
     fn, grid, block, rest = _dots_launch_parts(A, B, runs, run)
     if runs == 1:
         return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest)
-    partial_bytes, add = runs * out.size * A.itemsize, mm.partials_adder(out, runs)
+    partial_bytes, add = runs * out.size * A.itemsize, partials_adder(out, runs)
 
     def launch_split(A, B, out):
         partials = workspace(partial_bytes)[0]
@@ -183,6 +183,45 @@ def dmma_takes_batch(m: int, n: int, k: int, count: int, device_id: int) -> bool
             and mm._compute_capability(device_id) >= 80 and _dmma.fits(tile, device_id))
 
 
+def run_split_k(tile: _tune.Tile, A, B, out, splits: int, depth: int) -> None:
+    """C = A @ B as `splits` partial products over consecutive runs of k (one batched launch into scratch), then
+    their sum in a fixed order (deterministic)."""
+    split_k_launcher(tile, A, B, out, splits, depth)(A, B, out)
+
+
+def split_k_launcher(tile: _tune.Tile, A, B, out, splits: int, depth: int):
+    """f(A, B, out): run_split_k's launches for operands of these shapes and strides, built once (operands the
+    kernels cannot read in place are copied on every call)."""
+    a, a_kc, lda = mm._layout(A, 0)
+    b, b_kc, ldb = mm._layout(B, 1)
+    if a is not A or b is not B:
+        return lambda A, B, out: run_split_k(tile, mm._layout(A, 0)[0], mm._layout(B, 1)[0], out, splits, depth)
+    m, k = A.shape
+    n = B.shape[1]
+    item = A.itemsize
+    partial_bytes = splits * m * n * item
+    partials = workspace(partial_bytes)[0]
+    batch = (splits, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
+    products = rebased(mm.tile_launches(tile, A[:, :depth], B[:depth, :], out, batch=batch,
+                                        k_last=k - (splits - 1) * depth, c_ptr=partials), A.data.ptr, B.data.ptr, partials)
+    add = partials_adder(out, splits)
+
+    def run(A, B, out):
+        partials = workspace(partial_bytes)[0]
+        products(A.data.ptr, B.data.ptr, partials)
+        add(out.data.ptr, partials)
+    return run
+
+
+def partials_adder(out, splits: int):
+    """f(out's address, partials' address): the launch that adds `splits` partial results laid one after the other
+    (out's size each) into out, in a fixed order (deterministic)."""
+    fn = kernel(mm.FAMILY, instantiation("splitk_sum", out.dtype), mm.seed_instantiations(out.dtype))
+    size = out.size
+    grid = (min(-(-size // 256), sm_count(out.data.device_id) * 8),)
+    return lambda out_ptr, partials: launch(fn, grid, (256,), (out_ptr, partials, size, splits))
+
+
 ROUTES_KEPT = 4096  # the fast variant's routes remembered; past this the memory starts over
 _routes: dict = {}
 
@@ -235,7 +274,7 @@ def _route(A, B, out):
             return _dmma.launcher(A, B, out)
         tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, pipelined=False)
     if splits > 1:
-        return mm.split_k_launcher(tile, A, B, out, splits, depth)
+        return split_k_launcher(tile, A, B, out, splits, depth)
     # one launch kept for products read in place (run_fast_tile would pad none of them), its addresses given per call
     if (min(m, n) < mm.PAD_MIN_DIM or in_place_vectors) and mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B:
         launches = mm.tile_launches(tile, A, B, out, split=True)

@@ -15,7 +15,7 @@ import numpy as np
 from cupy._core import _routines_linalg as _cupy_linalg  # CuPy's compute type: its TF32 switch
 
 from . import _args, _check, _dmma, _matmul_batch, _matmul_routes, _nd, _tune
-from ._compile import instantiation, kernel, launch, rebased, resident_blocks
+from ._compile import instantiation, kernel, launch, resident_blocks
 from ._device import sm_count, workspace
 from ._tune import Tile, simt, stream_k_tail
 from ._variants import Variant, lookup, register
@@ -255,45 +255,6 @@ def _wide_takes(dtype, m: int, n: int, k: int, count: int, vectors: bool, device
     grid = count * -(-m // tile.bm) * -(-n // tile.bn)
     fills = grid >= resident_tiles(tile, dtype, device_id)
     return tile if _tune.WIDE_MIN_K <= k <= _tune.WIDE_BATCH_MAX_K and fills else None
-
-
-def run_split_k(tile: Tile, A, B, out, splits: int, depth: int) -> None:
-    """C = A @ B as `splits` partial products over consecutive runs of k (one batched launch into scratch), then
-    their sum in a fixed order (deterministic)."""
-    split_k_launcher(tile, A, B, out, splits, depth)(A, B, out)
-
-
-def split_k_launcher(tile: Tile, A, B, out, splits: int, depth: int):
-    """f(A, B, out): run_split_k's launches for operands of these shapes and strides, built once (operands the
-    kernels cannot read in place are copied on every call)."""
-    a, a_kc, lda = _layout(A, 0)
-    b, b_kc, ldb = _layout(B, 1)
-    if a is not A or b is not B:
-        return lambda A, B, out: run_split_k(tile, _layout(A, 0)[0], _layout(B, 1)[0], out, splits, depth)
-    m, k = A.shape
-    n = B.shape[1]
-    item = A.itemsize
-    partial_bytes = splits * m * n * item
-    partials = workspace(partial_bytes)[0]
-    batch = (splits, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
-    products = rebased(tile_launches(tile, A[:, :depth], B[:depth, :], out, batch=batch,
-                                     k_last=k - (splits - 1) * depth, c_ptr=partials), A.data.ptr, B.data.ptr, partials)
-    add = partials_adder(out, splits)
-
-    def run(A, B, out):
-        partials = workspace(partial_bytes)[0]
-        products(A.data.ptr, B.data.ptr, partials)
-        add(out.data.ptr, partials)
-    return run
-
-
-def partials_adder(out, splits: int):
-    """f(out's address, partials' address): the launch that adds `splits` partial results laid one after the other
-    (out's size each) into out, in a fixed order (deterministic)."""
-    fn = kernel(FAMILY, instantiation("splitk_sum", out.dtype), seed_instantiations(out.dtype))
-    size = out.size
-    grid = (min(-(-size // 256), sm_count(out.data.device_id) * 8),)
-    return lambda out_ptr, partials: launch(fn, grid, (256,), (out_ptr, partials, size, splits))
 
 
 def _fixed(tiles: dict):

@@ -32,6 +32,7 @@ try:  # the fast variant's routes (in matmul.py itself in trees before session 1
     routes = importlib.import_module("cudakit._matmul_routes")
 except ImportError:
     routes = mm
+split_k = getattr(routes, "run_split_k", None) or mm.run_split_k  # (in matmul.py before session 25)
 BUDGET = timing.Budget(row_s=0.02, min_runs=3, max_runs=60, batch=16)
 SPLITS = (2, 3, 4, 6, 8, 12, 16, 32)
 
@@ -116,7 +117,7 @@ def entries(case, s, fast_only=False):
             depth = -(-depth // t.bk) * t.bk
             if depth >= 64 and -(-k // depth) == sp and sp * m * n * dtype.itemsize <= mm.MAX_SPLIT_BYTES:
                 out.append((f"{t.name} split{sp}",
-                            lambda x, t=t, sp=sp, d=depth: mm.run_split_k(t, x["A"], x["B"], x["out"], sp, d)))
+                            lambda x, t=t, sp=sp, d=depth: split_k(t, x["A"], x["B"], x["out"], sp, d)))
     return out
 
 
