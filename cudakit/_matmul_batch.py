@@ -230,13 +230,13 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None]:
     tiny = tiny_tile(m, n, k)
     small = None if tiny else small_tile(m, n, k, item)
     device_id, products = c.data.device_id, count * math.prod(s for s, *_ in outer)
-    even = all(st % 2 == 0 for _, st_a, st_b, _ in outer for st in (st_a, st_b)) and step_a % 2 == step_b % 2 == 0
+    steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))  # every A and B offset
+    even = all(st % 2 == 0 for st in steps)
     dots = not tiny and not small and batch_dots_takes(m, k, n, products, device_id, c.dtype)
     pipelined = (not tiny and not small and not dots and c.dtype == mm.F64 and even
                  and mm._matmul_routes.dmma_takes_batch(m, n, k, products, device_id)
                  and _dmma.reads_in_place(a0, 0) and _dmma.reads_in_place(b0, 1))
     if not (tiny or small or dots or pipelined):
-        steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))
         tile = mm.plan(device_id, c.dtype, m, n, k, products, vectors=mm.reads_vectors(a0, b0, steps))[0]
     c0 = c[(0,) * len(batch)]
     launches = []

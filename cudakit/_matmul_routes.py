@@ -259,7 +259,8 @@ def _route(A, B, out):
         return _matvec_route(A, B, out)
     if out.dtype == mm.F64 and k <= mm._matmul_batch.SHORT_K_F64:
         return short_k_launcher(A, B, out)
-    in_place_vectors = mm.reads_vectors(A, B)
+    in_place = mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B
+    in_place_vectors = in_place and mm.reads_vectors(A, B)
     vectors = in_place_vectors or min(m, n) >= mm.PAD_MIN_DIM  # (run_fast_tile pads the big products)
     tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, vectors=vectors)
     if isinstance(tile, _dmma.DmmaTile) and splits > 1:  # (a long k: register moves or not, its runs outran the rest)
@@ -276,7 +277,7 @@ def _route(A, B, out):
     if splits > 1:
         return split_k_launcher(tile, A, B, out, splits, depth)
     # one launch kept for products read in place (run_fast_tile would pad none of them), its addresses given per call
-    if (min(m, n) < mm.PAD_MIN_DIM or in_place_vectors) and mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B:
+    if in_place and (min(m, n) < mm.PAD_MIN_DIM or in_place_vectors):
         launches = mm.tile_launches(tile, A, B, out, split=True)
         fn, grid, block, args, shared = launches[0]
         stream_k_blocks = args[10]  # (their workspace's addresses follow the stream: such launches are made anew)
