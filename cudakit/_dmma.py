@@ -140,6 +140,11 @@ def _transposes(a_kc: bool, b_kc: bool) -> bool:
     return a_kc and not b_kc
 
 
+def reads_b_first(A, B) -> bool:
+    """Whether launches() of these operands (read in place) runs C^T = B^T @ A^T: B's address leads each launch."""
+    return _transposes(_aligned(A, 0)[1], _aligned(B, 1)[1])
+
+
 def fits(tile: DmmaTile, device_id: int) -> bool:
     """Whether a block of `tile` fits device_id's shared memory (the 128 x 128 default does not before sm_90)."""
     return tile.shared_bytes <= shared_per_block(device_id)

@@ -51,15 +51,24 @@ def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
     key = (batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, pc % 16, c.dtype, pair, device_id)
     cached = _BATCH_LAUNCHES.get(key)
     if cached is None:
-        launches, copies = _batched_launches(a, b, c, batch)
+        launches, copies, b_first = _batched_launches(a, b, c, batch)
         if copies is not None:  # the operands were copied first (alive until queued here): nothing to repeat
             for args in launches:
                 launch(*args)
             return
         if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
             _BATCH_LAUNCHES.clear()
-        cached = _BATCH_LAUNCHES[key] = rebased(launches, pa, pb, pc)
+        cached = _BATCH_LAUNCHES[key] = _rebased(launches, pa, pb, pc, b_first)
     cached(pa, pb, pc)
+
+
+def _rebased(launches: list, pa: int, pb: int, pc: int, b_first: bool):
+    """f(pa, pb, pc): the launches made again on each call's addresses (_compile.rebased); b_first: B's address
+    leads each launch (the pipelined kernel's C^T = B^T @ A^T)."""
+    if not b_first:
+        return rebased(launches, pa, pb, pc)
+    run = rebased(launches, pb, pa, pc)
+    return lambda pa, pb, pc: run(pb, pa, pc)
 
 
 def _kept(key, make):
@@ -216,9 +225,10 @@ def tiny_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: 
     return [(fn, (count,), (threads,), (a0.data.ptr, b0.data.ptr, c_ptr, m, n, k, lda, ldb, *steps, int(vec_c)), shared)]
 
 
-def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None]:
+def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     """(the launches of the batch, None where they read a and b in place, else the copies they read: the launches
-    hold only addresses, so the copies must live until the launches are queued)."""
+    hold only addresses, so the copies must live until the launches are queued; whether B's address leads each
+    launch)."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
     given = a.data.ptr, b.data.ptr
@@ -252,11 +262,11 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None]:
             launches += small_launches(small, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
         elif dots:
             launches += mm._matmul_routes.dots_launches(a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
-        elif pipelined:  # FP64 on the pipelined tensor-core kernel (A's address first: the launches are rebased)
-            launches += _dmma.launches(a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr, transposed=False)
+        elif pipelined:  # FP64 on the pipelined tensor-core kernel, in the orientation it picks for the layouts
+            launches += _dmma.launches(a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
         else:
             launches += mm.tile_launches(tile, a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
-    return launches, copies
+    return launches, copies, pipelined and _dmma.reads_b_first(a0, b0)
 
 
 def _shifted(x, elements: int):

@@ -618,6 +618,21 @@ def test_the_pipelined_fp64_kernel_takes_grids_of_full_waves(monkeypatch):
     assert not takes(4096, 4096, 4096)  # the 192 KiB default tile does not fit
 
 
+def test_kept_batch_launches_follow_each_calls_operands_whichever_address_leads(monkeypatch):
+    """A batch's launches are kept and rebased on the next call's A, B and C: the pipelined FP64 kernel's C^T = B^T @
+    A^T launches lead with B's address, and must move with B's."""
+    from cudakit import _compile
+
+    seen = []
+    monkeypatch.setattr(_compile, "launch", lambda fn, grid, block, args, shared=0: seen.append(args[:4]))
+    a, b, c = 1000, 2000, 3000
+    b_first = [("fn", (1,), (32,), (b + 64, a + 8, c + 16, 7), 0)]
+    _matmul_batch._rebased(b_first, a, b, c, True)(5000, 9000, 7000)
+    a_first = [("fn", (1,), (32,), (a + 8, b + 64, c + 16, 7), 0)]
+    _matmul_batch._rebased(a_first, a, b, c, False)(5000, 9000, 7000)
+    assert seen == [(9064, 5008, 7016, 7), (5008, 9064, 7016, 7)]
+
+
 def test_the_small_kernel_takes_short_k_and_small_c_and_pads_c_least():
     assert _matmul_batch.small_tile(32, 32, 32) == (32, 32)
     assert _matmul_batch.small_tile(1, 149, 3) == (8, 128)
