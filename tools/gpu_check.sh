@@ -3,7 +3,9 @@
 # (the bench's paired rows, Dask's tests): run `bench` and then `check` as two device calls.
 #   bash tools/gpu_check.sh            the bench on a quiet GPU, then the test suite and compute-sanitizer side by side
 #   bash tools/gpu_check.sh pytest     the whole test suite in one process (about 8 minutes)
-#   bash tools/gpu_check.sh sanitize   memcheck, racecheck, synccheck over tools/sanitize.py (about 3 minutes)
+#   bash tools/gpu_check.sh sanitize [TOOL...]   memcheck, racecheck, synccheck (or the TOOLs named) over
+#                                      tools/sanitize.py (about 3 minutes warm; a fresh machine compiles every kernel
+#                                      under each tool: memcheck alone then takes most of a call)
 #   bash tools/gpu_check.sh bench      python bench.py --json and python -m cudakit info (about 2 minutes)
 #   bash tools/gpu_check.sh shards     the test suite in parallel shards, as the side-by-side run does (about 3 minutes),
 #                                      then the tests past 2^31 elements (marked large) one at a time
@@ -33,7 +35,7 @@ bench() {
 
 sanitize() {
   : > $OUT/sanitize.log
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${@:-memcheck racecheck synccheck}; do
     args=""; [ $tool != memcheck ] && args="--small"
     compute-sanitizer --tool $tool --error-exitcode 99 python3 tools/sanitize.py $args > /tmp/sanitize_$tool.log 2>&1
     echo "compute-sanitizer $tool: exit $? :: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize:' /tmp/sanitize_$tool.log | tr '\n' ' ')" | tee -a $OUT/sanitize.log
@@ -87,7 +89,7 @@ probe() {
 case $part in
   probe) probe ;;
   pytest) python3 -m pytest -q -p no:cacheprovider 2>&1 | tee $OUT/pytest.log | tail -25 ;;
-  sanitize) sanitize ;;
+  sanitize) shift; sanitize "$@" ;;
   bench) bench ;;
   shards) pytest_shards ;;
   dask) dask_bench ;;
