@@ -1,7 +1,7 @@
 """Probe for the standalone FP64 tensor-core kernel (kernels/matmul_dmma.cu through cudakit._dmma).
 
     PYTHONPATH=. python3 tools/dmma_probe.py [--sizes 2048 4096 8192] [--json FILE]
-    PYTHONPATH=. python3 tools/dmma_probe.py --shapes 683x911x1237:FC ...   (m x k x n, A and B orders)
+    PYTHONPATH=. python3 tools/dmma_probe.py --shapes 683x911x1237:FC ... [--orientations]   (m x k x n, A and B orders)
 
 1. Correctness: every tile on odd shapes in all four layouts against float64 cupy.matmul (relative error within
    _check.tolerance(float64, k)).
@@ -44,10 +44,10 @@ def case(label: str, fn):
         return None
 
 
-def check(tile, a_order, b_order, m, k, n):
+def check(tile, a_order, b_order, m, k, n, transposed=None):
     A, B = random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)
     out = poisoned((m, n), np.float64)
-    _dmma.run(A, B, out, tile)
+    _dmma.run(A, B, out, tile, transposed=transposed)
     err = _check.relative_error(out, cupy.matmul(A, B))
     tol = _check.tolerance(np.float64, k)
     if not err <= tol:
@@ -85,8 +85,10 @@ class K16:
                         (A, B, out, m, n, k, k, n, 0, 0, 0), t.shared_bytes)
 
 
-def shapes_table(shapes: list[str], rows: list) -> None:
-    """GPU-time TFLOP/s of cupy.matmul, cudakit.matmul and every tile on each 'MxKxN[:AB]' shape."""
+def shapes_table(shapes: list[str], rows: list, orientations: bool = False) -> None:
+    """GPU-time TFLOP/s of cupy.matmul, cudakit.matmul and every tile on each 'MxKxN[:AB]' shape; orientations: each
+    tile also run as C = A @ B (/N, its C stored in 16-byte pairs) and as C^T = B^T @ A^T (/T, 8-byte stores down C's
+    columns, no register moves for two C-order operands)."""
     for text in shapes:
         dims, _, orders = text.partition(":")
         m, k, n = map(int, dims.split("x"))
@@ -103,6 +105,9 @@ def shapes_table(shapes: list[str], rows: list) -> None:
         for tile in _dmma.TILES:
             case(tile.name, lambda: check(tile, a_order, b_order, m, k, n))
             line[tile.name] = rate(lambda A, B, o: _dmma.run(A, B, o, tile))
+            for suffix, transposed in (("/N", False), ("/T", True)) if orientations else ():
+                case(tile.name + suffix, lambda: check(tile, a_order, b_order, m, k, n, transposed))
+                line[tile.name + suffix] = rate(lambda A, B, o: _dmma.run(A, B, o, tile, transposed=transposed))
         rows.append(line)
         print(f"  {text:22s} " + "  ".join(f"{key} {v}" if key == "plan" else f"{key} {v:6.2f}" if key == "cublas"
                                             else f"{key} x{v / ref:.2f}" for key, v in line.items() if key != "shape"),
@@ -115,6 +120,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="*", default=[2048, 4096, 8192])
     p.add_argument("--shapes", nargs="*")
+    p.add_argument("--orientations", action="store_true", help="with --shapes: each tile in both orientations too")
     p.add_argument("--json")
     args = p.parse_args()
     start = time.perf_counter()
@@ -122,7 +128,7 @@ def main():
     print(f"device {cupy.cuda.runtime.getDeviceProperties(dev.id)['name'].decode()} sm_{dev.compute_capability}")
     rows = []
     if args.shapes:
-        shapes_table(args.shapes, rows)
+        shapes_table(args.shapes, rows, args.orientations)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(rows, f, default=str)
