@@ -280,7 +280,7 @@ def _route(A, B, out):
     if in_place and (min(m, n) < mm.PAD_MIN_DIM or in_place_vectors):
         launches = mm.tile_launches(tile, A, B, out, split=True)
         fn, grid, block, args, shared = launches[0]
-        stream_k_blocks = args[10]  # (their workspace's addresses follow the stream: such launches are made anew)
+        stream_k_blocks = args[mm.STREAM_K_BLOCKS_ARG]  # (their workspace's addresses follow the stream: such launches are made anew)
         if len(launches) == 1 and args[:3] == (A.data.ptr, B.data.ptr, out.data.ptr) and not stream_k_blocks:
             rest = args[3:]
             return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)

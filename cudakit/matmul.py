@@ -121,6 +121,9 @@ def _tile_kernel(tile: Tile, dtype, a_kc: bool, b_kc: bool, vec: bool, device_id
     return kernel(FAMILY, tile.expression(dtype, a_kc, b_kc, vec), tile_instantiations(tile, dtype))
 
 
+STREAM_K_BLOCKS_ARG = 10  # the place of the stream-K blocks' count among a tile launch's arguments
+
+
 def tile_launches(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last=None, c_ptr=None) -> list:
     """C = A @ B with one register-tiled kernel configuration (any layout, any shape with k > 0). split: a last,
     partial wave is avoided by a stream-K tail (double-buffered SIMT tiles without sliced k).
@@ -153,6 +156,7 @@ def tile_launches(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k
                          (a.data.ptr + b0 * batch_a * item, b.data.ptr + b0 * batch_b * item, c_ptr + b0 * m * n * item,
                           m, n, k, lda, ldb, int(vec_c), tail_start, sk_blocks, partials, counters, batch_a, batch_b,
                           last_k), tile.shared_bytes(a.dtype)))
+    assert launches[0][3][STREAM_K_BLOCKS_ARG] == sk_blocks
     return launches
 
 
