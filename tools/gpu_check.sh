@@ -7,7 +7,7 @@
 #                                      tools/sanitize.py (about 3 minutes warm; a fresh machine compiles every kernel
 #                                      under each tool: memcheck alone then takes most of a call)
 #   bash tools/gpu_check.sh bench      python bench.py --json and python -m cudakit info (about 2 minutes)
-#   bash tools/gpu_check.sh shards     the test suite in parallel shards, as the side-by-side run does (about 3 minutes),
+#   bash tools/gpu_check.sh shards     the test suite in parallel shards, as the side-by-side run does (most of a call),
 #                                      then the tests past 2^31 elements (marked large) one at a time
 #   bash tools/gpu_check.sh large      only those
 #   bash tools/gpu_check.sh check      the side-by-side run without the bench (the suite in shards, compute-sanitizer)
@@ -50,12 +50,19 @@ pytest_shards() {
     python3 -m pytest -q -p no:cacheprovider -rs -m "not large" "$f" > /tmp/pytest_$(basename $f .py).log 2>&1 &
     pids+=($!)
   done
-  # the NVRTC compile check is most of the suite's time: a process per architecture
-  for arch in $(python3 -c "from cudakit import _compile; print(*_compile.nvrtc_archs())") other; do
-    select=$arch; [ $arch = other ] && select="not test_family_compiles"
-    python3 -m pytest -q -p no:cacheprovider -rs tests/test_compile.py -k "$select" > /tmp/pytest_test_compile_$arch.log 2>&1 &
+  # the NVRTC compile check is most of the suite's time: per architecture, a process for matmul.cu (the most
+  # instantiations) and one for the other families
+  for arch in $(python3 -c "from cudakit import _compile; print(*_compile.nvrtc_archs())"); do
+    python3 -m pytest -q -p no:cacheprovider -rs tests/test_compile.py -k "matmul-$arch" \
+      > /tmp/pytest_test_compile_matmul_$arch.log 2>&1 &
+    pids+=($!)
+    python3 -m pytest -q -p no:cacheprovider -rs tests/test_compile.py -k "$arch and not matmul-$arch" \
+      > /tmp/pytest_test_compile_rest_$arch.log 2>&1 &
     pids+=($!)
   done
+  python3 -m pytest -q -p no:cacheprovider -rs tests/test_compile.py -k "not test_family_compiles" \
+    > /tmp/pytest_test_compile_other.log 2>&1 &
+  pids+=($!)
   wait "${pids[@]}"
   # the tests past 2^31 elements take tens of GB each: one process, one test at a time, on a GPU the shards left
   python3 -m pytest -q -p no:cacheprovider -rs -m large tests/ > /tmp/pytest_test_zlarge.log 2>&1
