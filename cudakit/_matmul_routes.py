@@ -276,15 +276,29 @@ def _route(A, B, out):
         tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, pipelined=False)
     if splits > 1:
         return split_k_launcher(tile, A, B, out, splits, depth)
-    # one launch kept for products read in place (run_fast_tile would pad none of them), its addresses given per call
-    if in_place and (min(m, n) < mm.PAD_MIN_DIM or in_place_vectors):
-        launches = mm.tile_launches(tile, A, B, out, split=True)
+    if in_place:  # run_fast_tile's one launch kept, its addresses (and the copies it pads) given per call
+        pads = min(m, n) >= mm.PAD_MIN_DIM and not in_place_vectors
+        a, b = (mm.aligned_operand(A, 0), mm.aligned_operand(B, 1)) if pads else (A, B)
+        launches = mm.tile_launches(tile, a, b, out, split=True)
         fn, grid, block, args, shared = launches[0]
         stream_k_blocks = args[mm.STREAM_K_BLOCKS_ARG]  # (their workspace's addresses follow the stream: such launches are made anew)
-        if len(launches) == 1 and args[:3] == (A.data.ptr, B.data.ptr, out.data.ptr) and not stream_k_blocks:
+        if len(launches) == 1 and args[:3] == (a.data.ptr, b.data.ptr, out.data.ptr) and not stream_k_blocks:
             rest = args[3:]
-            return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
+            if not pads:
+                return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
+            return _padding_first(fn, grid, block, rest, shared, a is not A, b is not B)
     return lambda A, B, out: mm.run_fast_tile(tile, A, B, out)
+
+
+def _padding_first(fn, grid, block, rest: tuple, shared: int, pad_a: bool, pad_b: bool):
+    """f(A, B, out): a kept tile launch on each call's padded copies of A (pad_a) and B (pad_b), which are laid out
+    alike on every call (matmul.aligned_operand: new allocations, 16-byte aligned); the copies outlive the launch
+    that reads them."""
+    def run(A, B, out):
+        a = mm.aligned_operand(A, 0) if pad_a else A
+        b = mm.aligned_operand(B, 1) if pad_b else B
+        launch(fn, grid, block, (a.data.ptr, b.data.ptr, out.data.ptr) + rest, shared)
+    return run
 
 
 def _matvec_route(A, B, out):

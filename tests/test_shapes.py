@@ -633,6 +633,21 @@ def test_kept_batch_launches_follow_each_calls_operands_whichever_address_leads(
     assert seen == [(9064, 5008, 7016, 7), (5008, 9064, 7016, 7)]
 
 
+def test_a_kept_launch_reads_each_calls_padded_copies(monkeypatch):
+    """A big misaligned product's route keeps its tile launch and pads each call's operands first: the launch reads
+    the copies made in that call (A's here; B is read in place), never the first call's."""
+    from types import SimpleNamespace
+
+    array = lambda ptr: SimpleNamespace(data=SimpleNamespace(ptr=ptr))
+    copies, seen = iter([array(7000), array(8000)]), []
+    monkeypatch.setattr(_matmul_routes.mm, "aligned_operand", lambda x, row_axis: next(copies))
+    monkeypatch.setattr(_matmul_routes, "launch", lambda fn, grid, block, args, shared: seen.append(args))
+    run = _matmul_routes._padding_first("fn", (1,), (32,), (5, 6), 0, True, False)
+    run(array(1004), array(2000), array(3000))
+    run(array(1104), array(2100), array(3100))
+    assert seen == [(7000, 2000, 3000, 5, 6), (8000, 2100, 3100, 5, 6)]
+
+
 def test_the_small_kernel_takes_short_k_and_small_c_and_pads_c_least():
     assert _matmul_batch.small_tile(32, 32, 32) == (32, 32)
     assert _matmul_batch.small_tile(1, 149, 3) == (8, 128)
