@@ -633,6 +633,21 @@ def test_kept_batch_launches_follow_each_calls_operands_whichever_address_leads(
     assert seen == [(9064, 5008, 7016, 7), (5008, 9064, 7016, 7)]
 
 
+def test_the_pipelined_kernel_reads_b_first_for_two_c_order_operands():
+    """_dmma.launches runs C^T = B^T @ A^T (B's address first) where A's k and B's columns are contiguous, and the
+    batch cache rebases on that answer: operands described by shape, strides and address alone."""
+    from types import SimpleNamespace
+
+    from cudakit import _dmma
+
+    def operand(rows, cols, order):
+        strides = (cols * 8, 8) if order == "C" else (8, rows * 8)
+        return SimpleNamespace(shape=(rows, cols), strides=strides, itemsize=8, data=SimpleNamespace(ptr=4096))
+
+    first = {(a, b): _dmma.reads_b_first(operand(64, 32, a), operand(32, 48, b)) for a in "CF" for b in "CF"}
+    assert first == {("C", "C"): True, ("C", "F"): False, ("F", "C"): False, ("F", "F"): False}
+
+
 def test_a_kept_launch_reads_each_calls_padded_copies(monkeypatch):
     """A big misaligned product's route keeps its tile launch and pads each call's operands first: the launch reads
     the copies made in that call (A's here; B is read in place), never the first call's."""
