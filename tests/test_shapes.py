@@ -337,24 +337,28 @@ def test_one_row_or_column_of_c_reads_a_column_major_operand_as_one_run(dtype, m
 
 
 SHORT_K_F64 = [(3288, 4, 4001), (220, 2, 7333), (17, 32, 3000), (999, 1, 1001), (2617, 23, 389), (40, 9, 70)]
+SHORT_K_F32 = [(161372, 1, 176), (3000, 3, 5001), (999, 1, 1001), (40, 8, 70), (3001, 16, 2999)]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mkn", SHORT_K_F64, ids=str)
-def test_float64_with_a_short_k_takes_the_small_product_kernel(mkn, monkeypatch):
-    """FP64 products no deeper than SHORT_K_F64 (beside the skinny and dots ones): the small-product kernel, on
-    every layout and on views with negative and non-unit strides, its output poisoned first; batches of them too."""
+@pytest.mark.parametrize("dtype_mkn", [(np.float64, mkn) for mkn in SHORT_K_F64] + [(np.float32, mkn) for mkn in SHORT_K_F32],
+                         ids=lambda d: f"{np.dtype(d[0]).name}-{d[1]}")
+def test_a_short_k_takes_the_small_product_kernel(dtype_mkn, monkeypatch):
+    """Products no deeper than SHORT_K_F64 (FP64) or SHORT_K_F32 (FP32), beside the skinny and dots ones: the
+    small-product kernel, on every layout and on views with negative and non-unit strides, its output poisoned
+    first; batches of them too (FP64: the small kernel up to SHORT_K_F64_BATCH)."""
     import cupy
 
-    m, k, n = mkn
-    dtype = np.float64
+    dtype, (m, k, n) = dtype_mkn
+    assert k <= (_matmul_batch.SHORT_K_F64 if dtype == np.float64 else _matmul_batch.SHORT_K_F32)
     views = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
-    assert routed_on_every_layout("short_k_launcher", mkn, dtype, monkeypatch, views) == [1] * 5
+    assert routed_on_every_layout("short_k_launcher", (m, k, n), dtype, monkeypatch, views) == [1] * 5
     a, b = random_array((3, m, k), dtype), random_array((k, n), dtype)  # a batch, B broadcast
     out = poisoned((3, m, n), dtype)
     cudakit.matmul(a, b, out=out)
-    assert_close(out, cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), dtype, k, f"{mkn} batch")
-    assert (_matmul_batch.small_tile(m, n, k, 8) is not None) == (k <= _matmul_batch.SHORT_K_F64_BATCH)
+    assert_close(out, cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), dtype, k, f"{m}x{k}x{n} batch")
+    if dtype == np.float64:
+        assert (_matmul_batch.small_tile(m, n, k, 8) is not None) == (k <= _matmul_batch.SHORT_K_F64_BATCH)
 
 
 def test_dots_plan_cuts_k_into_whole_strides():
@@ -646,6 +650,29 @@ def test_the_pipelined_kernel_reads_b_first_for_two_c_order_operands():
 
     first = {(a, b): _dmma.reads_b_first(operand(64, 32, a), operand(32, 48, b)) for a in "CF" for b in "CF"}
     assert first == {("C", "C"): True, ("C", "F"): False, ("F", "C"): False, ("F", "F"): False}
+
+
+def test_a_single_odd_line_is_read_in_place_only_with_room_past_its_end(monkeypatch):
+    """The pipelined kernel reads a single line of odd length in place (its last 16-byte chunk zero-filled past the
+    line) only where its allocation holds another double after it, else from a padded copy: compute-sanitizer
+    counts the chunk's 16 bytes at an allocation's end. Operands described by shape, strides and addresses."""
+    from types import SimpleNamespace
+
+    from cudakit import _dmma
+
+    def row(length, base, room):  # a 1 x length C-order row at base, its allocation `room` doubles longer
+        memory = SimpleNamespace(ptr=base, size=(length + room) * 8)
+        return SimpleNamespace(shape=(1, length), strides=(length * 8, 8), itemsize=8,
+                               data=SimpleNamespace(ptr=base, mem=memory))
+
+    padded = []
+    monkeypatch.setattr(_matmul_routes.mm, "aligned_operand", lambda x, row_axis: padded.append(x) or x)
+    for length, room, in_place in [(7, 1, True), (7, 0, False), (8, 0, True), (1, 0, False), (1, 63, True)]:
+        padded.clear()
+        line = row(length, 4096, room)
+        a, kc, ld = _dmma._aligned(line, 0)
+        assert kc and padded == ([] if in_place else [line]), (length, room)
+        assert ld == length + length % 2 if in_place else ld == length  # (the kernel steps over no line either way)
 
 
 def test_a_kept_launch_reads_each_calls_padded_copies(monkeypatch):

@@ -1,7 +1,7 @@
 """Every variant of every op once on odd shapes, for compute-sanitizer (memcheck, racecheck, synccheck).
 
 CuPy's memory pool is switched off so each array is its own cudaMalloc and memcheck sees an access one element
-past any array. Usage: compute-sanitizer --tool memcheck python3 tools/sanitize.py
+past any array. Usage: compute-sanitizer --tool memcheck python3 tools/sanitize.py [--small] [--drop-in | --dmma]
 """
 import importlib
 import sys
@@ -247,5 +247,8 @@ if __name__ == "__main__":
     if "--drop-in" in sys.argv:  # only the drop-in paths
         cupy.cuda.set_allocator(None)
         print(f"sanitize: {drop_in_shapes(False) + preprocessing()} launches checked")
+        sys.exit(0)
+    if "--dmma" in sys.argv:  # only the pipelined FP64 kernel
+        print(f"sanitize: {pipelined_fp64('--small' in sys.argv)} launches checked")
         sys.exit(0)
     sys.exit(main(small="--small" in sys.argv))
