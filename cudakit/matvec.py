@@ -329,10 +329,22 @@ def column_batch_launcher(A0, x0, count: int, a_step: int, x_step: int):
     return run
 
 
+LAUNCHERS_KEPT = 4096  # the fast variant's launchers remembered; past this the memory starts over
+_launchers: dict = {}
+
+
 def run_fast(A, x, out):
     """The fast variant: A C- or F-contiguous, x contiguous, out a contiguous (m,) array (what matmul's m = 1 and
-    n = 1 products call)."""
-    _run_plan(A, x, out, plan(A, x))
+    n = 1 products call). Its launcher is built once per geometry (shape, strides, dtype, device, each operand's
+    16-byte alignment: all that plan() reads) and kept, so that a repeated small product costs little more host
+    time than its launch."""
+    key = (A.shape, A.strides, A.dtype, A.data.device_id, A.data.ptr & 15, x.data.ptr & 15)
+    run = _launchers.get(key)
+    if run is None:
+        if len(_launchers) >= LAUNCHERS_KEPT:
+            _launchers.clear()
+        run = _launchers[key] = launcher(A, plan(A, x))
+    run(A.data.ptr, x.data.ptr, out.data.ptr)
 
 
 def _run_unsplit(A, x, out):

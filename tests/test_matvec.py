@@ -139,6 +139,27 @@ def test_matvec_transposed_strided_and_misaligned_views(variant, dtype):
         _check_result(A, x, variant, what)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("shape", [(18, 30), (40, 20_000), (3, 100_003)], ids=str)
+def test_a_kept_launcher_follows_each_calls_operands(dtype, order, shape):
+    """The fast variant keeps its launcher per geometry: repeated calls on fresh operands, the same shapes and
+    strides with x (and a C-order A) 4 or 8 bytes past a 16-byte boundary (another launcher), and on another
+    stream, each give their own right answer."""
+    import cupy
+
+    m, n = shape
+    for offset in (0, 1, 0, 1, 0):
+        flat = random_array(m * n + 1, dtype)[offset:offset + m * n]
+        A = flat.reshape((m, n), order=order)
+        x = random_array(n + 1, dtype)[offset:offset + n]
+        out = poisoned((m,), dtype)
+        with cupy.cuda.Stream() if offset else cupy.cuda.Stream.null:
+            cudakit.matvec(A, x, out=out)
+            cupy.cuda.get_current_stream().synchronize()
+        assert_close(out, _reference(A, x), dtype, n, f"offset {offset}")
+
+
 THIN = [(3, 100_003), (9, 127_977), (31, 4099), (13, 1), (5, 7), (10, 1 << 20), (17, 65_537), (30, 333)]
 
 
