@@ -116,8 +116,8 @@ SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers
 # do, whatever C's size.
 SHORT_K_F64 = 32
 SHORT_K_F64_BATCH = 16
-# FP32 products (2-D) at most SHORT_K_F32 deep likewise: the register tiles store C slower there (and faster from
-# k = 24 on).
+# FP32 products (2-D, both sides of C past _tune.NARROW_SIDE) at most SHORT_K_F32 deep likewise: the register tiles
+# store C slower there (and faster from k = 24 on).
 SHORT_K_F32 = 16
 SHORT_K_TILE = (32, 64)
 

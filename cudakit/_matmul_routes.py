@@ -3,7 +3,8 @@
 A small C (not one row or column) whose 8 x 8 parts read the operands at most twice over, with a long k: the dots
 kernel (blocks summing runs of k). A side of C up to 32 with a short k: the skinny kernel (a thread per line of C).
 Otherwise one row or one column: the matvec kernels (they read the matrix once, at memory speed). A short k (up to
-SHORT_K_F64 or SHORT_K_F32): the small-product kernel (whole rows of C per store). Everything else: the tile and
+SHORT_K_F64; FP32 up to SHORT_K_F32 where both sides of C pass NARROW_SIDE): the small-product kernel (whole rows
+of C per store). Everything else: the tile and
 split of k that matmul's time model picks: the register tiles (narrow ones for a side of C up to 32) or, for FP64,
 the pipelined tensor-core DMMA kernel's tiles (k whole, or split for a small C with a long k).
 """
@@ -257,7 +258,9 @@ def _route(A, B, out):
         return skinny_launcher(A, B, out, *skinny)
     if n == 1 or m == 1:  # a matrix-vector product: the matvec kernels read the matrix once, at memory speed
         return _matvec_route(A, B, out)
-    if k <= (mm._matmul_batch.SHORT_K_F64 if out.dtype == mm.F64 else mm._matmul_batch.SHORT_K_F32):
+    if out.dtype == mm.F64 and k <= mm._matmul_batch.SHORT_K_F64:
+        return short_k_launcher(A, B, out)
+    if k <= mm._matmul_batch.SHORT_K_F32 and min(m, n) > _tune.NARROW_SIDE:  # (as measured: a narrow C keeps its tiles)
         return short_k_launcher(A, B, out)
     in_place = mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B
     in_place_vectors = in_place and mm.reads_vectors(A, B)

@@ -144,7 +144,7 @@ def test_matvec_transposed_strided_and_misaligned_views(variant, dtype):
 @pytest.mark.parametrize("shape", [(18, 30), (40, 20_000), (3, 100_003)], ids=str)
 def test_a_kept_launcher_follows_each_calls_operands(dtype, order, shape):
     """The fast variant keeps its launcher per geometry: repeated calls on fresh operands, the same shapes and
-    strides with x (and a C-order A) 4 or 8 bytes past a 16-byte boundary (another launcher), and on another
+    strides with A and x 4 or 8 bytes past a 16-byte boundary (another launcher), and on another
     stream, each give their own right answer."""
     import cupy
 

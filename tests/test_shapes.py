@@ -359,6 +359,13 @@ def test_a_short_k_takes_the_small_product_kernel(dtype_mkn, monkeypatch):
     assert_close(out, cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), dtype, k, f"{m}x{k}x{n} batch")
     if dtype == np.float64:
         assert (_matmul_batch.small_tile(m, n, k, 8) is not None) == (k <= _matmul_batch.SHORT_K_F64_BATCH)
+    elif (m, k, n) == SHORT_K_F32[-1]:  # one deeper, or a narrow C: the tiles
+        deeper = (m, _matmul_batch.SHORT_K_F32 + 1, n)
+        views = random_array((m, 2 * deeper[1]), dtype)[::-1, ::2], random_array((deeper[1], n), dtype)
+        assert routed_on_every_layout("short_k_launcher", deeper, dtype, monkeypatch, views) == []
+        narrow = (m, k, _tune.NARROW_SIDE)
+        views = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, _tune.NARROW_SIDE), dtype)
+        assert routed_on_every_layout("short_k_launcher", narrow, dtype, monkeypatch, views) == []
 
 
 def test_dots_plan_cuts_k_into_whole_strides():
@@ -660,16 +667,18 @@ def test_a_single_odd_line_is_read_in_place_only_with_room_past_its_end(monkeypa
 
     from cudakit import _dmma
 
-    def row(length, base, room):  # a 1 x length C-order row at base, its allocation `room` doubles longer
+    def row(length, base, room):  # a 1 x length C-order row at base, in an allocation `room` doubles longer
         memory = SimpleNamespace(ptr=base, size=(length + room) * 8)
         return SimpleNamespace(shape=(1, length), strides=(length * 8, 8), itemsize=8,
                                data=SimpleNamespace(ptr=base, mem=memory))
 
     padded = []
     monkeypatch.setattr(_matmul_routes.mm, "aligned_operand", lambda x, row_axis: padded.append(x) or x)
-    for length, room, in_place in [(7, 1, True), (7, 0, False), (8, 0, True), (1, 0, False), (1, 63, True)]:
+    for length, room, in_place, offset in [(7, 1, True, 0), (7, 0, False, 0), (8, 0, True, 0), (1, 0, False, 0),
+                                           (1, 63, True, 0), (7, 0, False, 2), (7, 1, True, 2)]:
         padded.clear()
-        line = row(length, 4096, room)
+        line = row(length, 4096, room + offset)
+        line.data.ptr += offset * 8  # (a line that starts `offset` doubles into its allocation)
         a, kc, ld = _dmma._aligned(line, 0)
         assert kc and padded == ([] if in_place else [line]), (length, room)
         assert ld == length + length % 2 if in_place else ld == length  # (the kernel steps over no line either way)
