@@ -5,7 +5,9 @@
 #   bash tools/gpu_check.sh pytest     the whole test suite in one process (about 8 minutes)
 #   bash tools/gpu_check.sh sanitize [TOOL...]   memcheck, racecheck, synccheck (or the TOOLs named) over
 #                                      tools/sanitize.py (about 3 minutes warm; a fresh machine compiles every kernel
-#                                      under each tool: memcheck alone then takes most of a call)
+#                                      under each tool: memcheck alone then takes most of a call); memcheck runs its
+#                                      full set, the others --small; memcheck-small is memcheck on the small set
+#                                      (1 x 1 x 1 products and other tiny shapes)
 #   bash tools/gpu_check.sh bench      python bench.py --json and python -m cudakit info (about 2 minutes)
 #   bash tools/gpu_check.sh shards     the test suite in parallel shards, as the side-by-side run does (most of a call),
 #                                      then the tests past 2^31 elements (marked large) one at a time
@@ -36,8 +38,8 @@ bench() {
 sanitize() {
   : > $OUT/sanitize.log
   for tool in ${@:-memcheck racecheck synccheck}; do
-    args=""; [ $tool != memcheck ] && args="--small"
-    compute-sanitizer --tool $tool --error-exitcode 99 python3 tools/sanitize.py $args > /tmp/sanitize_$tool.log 2>&1
+    args=""; [ $tool != memcheck ] && args="--small"  # (memcheck-small: memcheck on the small set)
+    compute-sanitizer --tool ${tool%-small} --error-exitcode 99 python3 tools/sanitize.py $args > /tmp/sanitize_$tool.log 2>&1
     echo "compute-sanitizer $tool: exit $? :: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize:' /tmp/sanitize_$tool.log | tr '\n' ' ')" | tee -a $OUT/sanitize.log
     tail -40 /tmp/sanitize_$tool.log >> $OUT/sanitize.log
   done
