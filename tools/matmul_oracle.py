@@ -49,7 +49,9 @@ def plan_name(A, B) -> str:
         return "skinny"
     if m == 1 or n == 1:
         return "matvec"
-    if k <= getattr(_matmul_batch, "SHORT_K_F64" if A.dtype == np.float64 else "SHORT_K_F32", 0):
+    if A.dtype == np.float64 and k <= getattr(_matmul_batch, "SHORT_K_F64", 0):
+        return "short_k"
+    if k <= getattr(_matmul_batch, "SHORT_K_F32", 0) and min(m, n) > _tune.NARROW_SIDE:
         return "short_k"
     if not hasattr(mm, "plan"):  # an older tree, timed for comparison
         return "?"
