@@ -58,9 +58,10 @@ TILES = (
     DmmaTile(128, 64, 16, 64, 32, 4),  # 128 threads, 96 KiB: two blocks an SM
     DmmaTile(64, 128, 16, 32, 64, 4),
     DmmaTile(64, 64, 16, 32, 32, 4),  # 128 threads, 64 KiB: three blocks an SM, for grids of a few waves
+    DmmaTile(64, 64, 32, 32, 32, 3),  # 96 KiB: 256 bytes of each line a slice (not planned: tools/dmma_split_probe.py)
 )
 DEFAULT = TILES[2]  # the fastest at 4096^3 and 8192^3 (docs/NOTES.md)
-PLANNED = TILES[2:]  # the default and the 64-wide tiles, whose grids fill the SMs sooner (rates in _tune.TILE_TFLOPS)
+PLANNED = TILES[2:6]  # the default and the 64-wide tiles, whose grids fill the SMs sooner (rates in _tune.TILE_TFLOPS)
 SMALLEST = TILES[5]
 # FP64 products at least MIN_DEPTH deep whose C gives MIN_ROUND of the SMs a SMALLEST tile: the PLANNED tiles, k whole
 # (they outran the register tiles' splits of k)

@@ -1,7 +1,9 @@
 """Probe: FP64 long-k products with a small C on the pipelined DMMA kernel, k split (_dmma.split_launcher), every
 PLANNED tile at 1, 2 and 4 rounds of its blocks, beside cupy.matmul and cudakit.matmul (the planner's pick).
 
-    PYTHONPATH=. python3 tools/dmma_split_probe.py 28x587148x48:CF ...   (m x k x n, A's and B's orders)
+    PYTHONPATH=. python3 tools/dmma_split_probe.py [--all-tiles] 28x587148x48:CF ...   (m x k x n, A's and B's orders)
+
+--all-tiles: every tile of _dmma.TILES that fits, the unplanned ones too (64 x 64 x 32: deeper slices).
 
 Each entry is checked against cupy.matmul first; GPU time, cudakit.bench.timing.measure (CUDA events, median).
 An operand the split cannot read in place (split_launcher gives None) is reported as such.
@@ -21,11 +23,11 @@ mm = importlib.import_module("cudakit.matmul")
 BUDGET = timing.Budget(row_s=0.05, min_runs=3, max_runs=60)
 
 
-def entries(A, B, out, ref, k):
+def entries(A, B, out, ref, k, tiles):
     """(seconds, label) of every tile and round count that runs and is right."""
     m, n = out.shape
     found = []
-    for tile in (t for t in _dmma.PLANNED if _dmma.fits(t, 0)):
+    for tile in (t for t in tiles if _dmma.fits(t, 0)):
         grid = -(-m // tile.bm) * -(-n // tile.bn)
         for rounds in (1, 2, 4):
             splits, depth = _tune.split_depth(k, max(1, min(k // 256, rounds * _dmma.resident(tile, 0) // grid)), 16)
@@ -43,7 +45,8 @@ def entries(A, B, out, ref, k):
 
 
 def main():
-    for text in sys.argv[1:]:
+    tiles = _dmma.TILES if "--all-tiles" in sys.argv else _dmma.PLANNED
+    for text in (a for a in sys.argv[1:] if a != "--all-tiles"):
         dims, order = text.split(":")
         m, k, n = map(int, dims.split("x"))
         A, B = random_array((m, k), np.float64, order[0]), random_array((k, n), np.float64, order[1])
@@ -51,7 +54,7 @@ def main():
         t_cupy = timing.measure(lambda i: cupy.matmul(A, B), BUDGET)[0].median
         t_fast = timing.measure(lambda i: cudakit.matmul(A, B, out=out, check=False), BUDGET)[0].median
         tile, splits, _ = mm.plan(0, np.float64, m, n, k)
-        found = entries(A, B, out, ref, k)
+        found = entries(A, B, out, ref, k, tiles)
         print(f"{text:24} plan {tile.name} x{splits}: cupy {t_cupy * 1e6:.1f} µs, fast {t_fast * 1e6:.1f} "
               f"({t_cupy / t_fast:.2f}x) | " + "; ".join(f"{label} {t * 1e6:.0f}" for t, label in found), flush=True)
 
