@@ -159,6 +159,15 @@ def run_short_k(A, B, out) -> None:
     short_k_launcher(A, B, out)(A, B, out)
 
 
+def short_k_takes(dtype, m: int, n: int, k: int) -> bool:
+    """Whether a 2-D product (past the skinny, dots and matvec routes) takes the small-product kernel: FP64 up to
+    SHORT_K_F64 deep, FP32 up to SHORT_K_F32 where both sides of C pass NARROW_SIDE (as measured: a narrow C keeps
+    its tiles)."""
+    if dtype == mm.F64:
+        return k <= mm._matmul_batch.SHORT_K_F64
+    return k <= mm._matmul_batch.SHORT_K_F32 and min(m, n) > _tune.NARROW_SIDE
+
+
 def short_k_launcher(A, B, out):
     """f(A, B, out): run_short_k's launch for operands of these shapes and strides, built once."""
     if not _whole_element_strides(A, B):
@@ -258,9 +267,7 @@ def _route(A, B, out):
         return skinny_launcher(A, B, out, *skinny)
     if n == 1 or m == 1:  # a matrix-vector product: the matvec kernels read the matrix once, at memory speed
         return _matvec_route(A, B, out)
-    if out.dtype == mm.F64 and k <= mm._matmul_batch.SHORT_K_F64:
-        return short_k_launcher(A, B, out)
-    if k <= mm._matmul_batch.SHORT_K_F32 and min(m, n) > _tune.NARROW_SIDE:  # (as measured: a narrow C keeps its tiles)
+    if short_k_takes(out.dtype, m, n, k):
         return short_k_launcher(A, B, out)
     in_place = mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B
     in_place_vectors = in_place and mm.reads_vectors(A, B)
@@ -284,7 +291,8 @@ def _route(A, B, out):
         a, b = (mm.aligned_operand(A, 0), mm.aligned_operand(B, 1)) if pads else (A, B)
         launches = mm.tile_launches(tile, a, b, out, split=True)
         fn, grid, block, args, shared = launches[0]
-        stream_k_blocks = args[mm.STREAM_K_BLOCKS_ARG]  # (their workspace's addresses follow the stream: such launches are made anew)
+        # (a stream-K tail's workspace addresses follow the stream: such launches are made anew)
+        stream_k_blocks = args[mm.STREAM_K_BLOCKS_ARG]
         if len(launches) == 1 and args[:3] == (a.data.ptr, b.data.ptr, out.data.ptr) and not stream_k_blocks:
             rest = args[3:]
             if not pads:

@@ -341,8 +341,8 @@ SHORT_K_F32 = [(161372, 1, 176), (3000, 3, 5001), (999, 1, 1001), (40, 8, 70), (
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype_mkn", [(np.float64, mkn) for mkn in SHORT_K_F64] + [(np.float32, mkn) for mkn in SHORT_K_F32],
-                         ids=lambda d: f"{np.dtype(d[0]).name}-{d[1]}")
+@pytest.mark.parametrize("dtype_mkn", [(np.float64, mkn) for mkn in SHORT_K_F64]
+                         + [(np.float32, mkn) for mkn in SHORT_K_F32], ids=lambda d: f"{np.dtype(d[0]).name}-{d[1]}")
 def test_a_short_k_takes_the_small_product_kernel(dtype_mkn, monkeypatch):
     """Products no deeper than SHORT_K_F64 (FP64) or SHORT_K_F32 (FP32), beside the skinny and dots ones: the
     small-product kernel, on every layout and on views with negative and non-unit strides, its output poisoned
@@ -350,7 +350,7 @@ def test_a_short_k_takes_the_small_product_kernel(dtype_mkn, monkeypatch):
     import cupy
 
     dtype, (m, k, n) = dtype_mkn
-    assert k <= (_matmul_batch.SHORT_K_F64 if dtype == np.float64 else _matmul_batch.SHORT_K_F32)
+    assert _matmul_routes.short_k_takes(np.dtype(dtype), m, n, k)
     views = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
     assert routed_on_every_layout("short_k_launcher", (m, k, n), dtype, monkeypatch, views) == [1] * 5
     a, b = random_array((3, m, k), dtype), random_array((k, n), dtype)  # a batch, B broadcast
@@ -366,6 +366,14 @@ def test_a_short_k_takes_the_small_product_kernel(dtype_mkn, monkeypatch):
         narrow = (m, k, _tune.NARROW_SIDE)
         views = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, _tune.NARROW_SIDE), dtype)
         assert routed_on_every_layout("short_k_launcher", narrow, dtype, monkeypatch, views) == []
+
+
+def test_short_k_takes_fp64_to_its_depth_and_fp32_past_a_narrow_c():
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    take = _matmul_routes.short_k_takes
+    assert take(f64, 40, 9, _matmul_batch.SHORT_K_F64) and not take(f64, 4000, 4000, _matmul_batch.SHORT_K_F64 + 1)
+    assert take(f32, 33, 33, _matmul_batch.SHORT_K_F32) and not take(f32, 4000, 4000, _matmul_batch.SHORT_K_F32 + 1)
+    assert not take(f32, 4000, _tune.NARROW_SIDE, 1) and not take(f32, _tune.NARROW_SIDE, 4000, 1)
 
 
 def test_dots_plan_cuts_k_into_whole_strides():

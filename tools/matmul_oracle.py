@@ -49,9 +49,10 @@ def plan_name(A, B) -> str:
         return "skinny"
     if m == 1 or n == 1:
         return "matvec"
-    if A.dtype == np.float64 and k <= getattr(_matmul_batch, "SHORT_K_F64", 0):
-        return "short_k"
-    if k <= getattr(_matmul_batch, "SHORT_K_F32", 0) and min(m, n) > _tune.NARROW_SIDE:
+    if hasattr(routes, "short_k_takes"):
+        if routes.short_k_takes(A.dtype, m, n, k):
+            return "short_k"
+    elif A.dtype == np.float64 and k <= getattr(_matmul_batch, "SHORT_K_F64", 0):  # (trees before session 27)
         return "short_k"
     if not hasattr(mm, "plan"):  # an older tree, timed for comparison
         return "?"
