@@ -58,7 +58,7 @@ TILES = (
     DmmaTile(128, 64, 16, 64, 32, 4),  # 128 threads, 96 KiB: two blocks an SM
     DmmaTile(64, 128, 16, 32, 64, 4),
     DmmaTile(64, 64, 16, 32, 32, 4),  # 128 threads, 64 KiB: three blocks an SM, for grids of a few waves
-    DmmaTile(64, 64, 32, 32, 32, 3),  # 96 KiB: 256 bytes of each line a slice (not planned: tools/dmma_split_probe.py)
+    DmmaTile(64, 64, 32, 32, 32, 3),  # 96 KiB: 256 bytes of each line a slice (split_plan's alone)
 )
 DEFAULT = TILES[2]  # the fastest at 4096^3 and 8192^3 (docs/NOTES.md)
 PLANNED = TILES[2:6]  # the default and the 64-wide tiles, whose grids fill the SMs sooner (rates in _tune.TILE_TFLOPS)
@@ -67,9 +67,11 @@ SMALLEST = TILES[5]
 # (they outran the register tiles' splits of k)
 MIN_DEPTH, MIN_ROUND = 256, 0.8
 # FP64 products at least LONG_DEPTH deep whose C leaves SMs without a SMALLEST tile: split_plan's tile and split of k
-# is weighed beside the register tiles' (split_launcher; it outran the register-staged DMMA tiles' splits). Its blocks
-# fill one round of the SMs, in runs of k at most MAX_RUN deep (deeper runs measured slower, more rounds too).
-LONG_DEPTH, MAX_RUN = 16384, 4096
+# is weighed beside the register tiles' (split_launcher; it outran the register-staged DMMA tiles' splits). Its tile
+# is one of SPLIT_TILES, and its blocks fill one round of the SMs, up to SPLIT_ROUNDS where runs stay MIN_RUN deep,
+# in runs of k at most MAX_RUN deep (docs/NOTES.md, "matmul: the FP64 split's tiles and rounds").
+LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS = 16384, 1024, 2048, 2
+SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 in 32-deep slices
 
 
 def instantiation_groups():
@@ -175,13 +177,14 @@ def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
 
 
 def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
-    """(tile, splits) of split_launcher for a small C with a long k: of the PLANNED tiles that fit, the one that pads C
-    least (the smaller of two that pad it alike), k cut so that its blocks fill one round of the SMs, in runs of at
-    most MAX_RUN."""
-    tiles = [t for t in PLANNED if fits(t, device_id)]
-    tile = min(tiles, key=lambda t: (-(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn, t.bm * t.bn))
+    """(tile, splits) of split_launcher for a small C with a long k: of the SPLIT_TILES that fit, the one that pads C
+    least (the first of those that pad it alike), k cut so that its blocks fill a round of the SMs, up to SPLIT_ROUNDS
+    where runs stay MIN_RUN deep, in runs of at most MAX_RUN."""
+    tiles = [t for t in SPLIT_TILES if fits(t, device_id)]
+    tile = min(tiles, key=lambda t: -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn)
     grid = -(-m // tile.bm) * -(-n // tile.bn)
-    return tile, max(-(-resident(tile, device_id) // grid), -(-k // MAX_RUN))
+    one_round = -(-resident(tile, device_id) // grid)
+    return tile, max(one_round, min(SPLIT_ROUNDS * one_round, k // MIN_RUN), -(-k // MAX_RUN))
 
 
 @functools.lru_cache(maxsize=None)

@@ -117,9 +117,19 @@ SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers
 SHORT_K_F64 = 32
 SHORT_K_F64_BATCH = 16
 # FP32 products (2-D, both sides of C past _tune.NARROW_SIDE) at most SHORT_K_F32 deep likewise: the register tiles
-# store C slower there (and faster from k = 24 on).
+# store C slower there (and faster from k = 24 on, against the 32 x 64 tile).
 SHORT_K_F32 = 16
 SHORT_K_TILE = (32, 64)
+# FP32's short-k tiles: more of C per block stores it faster; of the two, the one that pads C least, the wider on a
+# tie (docs/NOTES.md, "matmul: FP32 short k on wider tiles").
+SHORT_K_TILES_F32 = ((64, 128), (64, 64))
+
+
+def short_k_tile(itemsize: int, m: int, n: int) -> tuple[int, int]:
+    """The small-product kernel's tile for a 2-D product with a short k (see SHORT_K_F64, SHORT_K_TILES_F32)."""
+    if itemsize != 4:
+        return SHORT_K_TILE
+    return min(SHORT_K_TILES_F32, key=lambda t: -(-m // t[0]) * t[0] * -(-n // t[1]) * t[1])
 
 
 # Batches of products whose C is at most BATCH_DOTS_MAX_SIDE on both sides (not one row or column), too deep for the

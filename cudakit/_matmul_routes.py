@@ -173,7 +173,8 @@ def short_k_launcher(A, B, out):
     if not _whole_element_strides(A, B):
         return _copying_first(run_short_k)
     batch = mm._matmul_batch
-    (fn, grid, block, args, shared), = batch.small_launches(batch.SHORT_K_TILE, A, B, out.data.ptr, 1, (0, 0, 0))
+    tile = batch.short_k_tile(A.itemsize, *out.shape)
+    (fn, grid, block, args, shared), = batch.small_launches(tile, A, B, out.data.ptr, 1, (0, 0, 0))
     rest = args[3:]
     return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
 

@@ -53,6 +53,8 @@ def seed_instantiations(dtype) -> tuple[str, ...]:
                     for width in _matmul_routes.SKINNY_WIDTHS for rows in (True, False))
             + (instantiation("matmul_dots", dtype, *_matmul_routes.DOTS_PART),)
             + tuple(_matmul_batch.small_expression(dtype, tile) for tile in _matmul_batch.SMALL_TILES)
+            + tuple(_matmul_batch.small_expression(dtype, tile)
+                    for tile in _matmul_batch.SHORT_K_TILES_F32 if dtype.itemsize == 4)
             + tuple(_matmul_batch.tiny_expression(dtype, tile, vec)
                     for tile in _matmul_batch.TINY_TILES for vec in (True, False)))
 

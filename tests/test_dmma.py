@@ -88,14 +88,14 @@ def test_launcher_on_fresh_operands(a_order, b_order):
 @pytest.mark.parametrize("a_order", ORDERS)
 @pytest.mark.parametrize("b_order", ORDERS)
 def test_split_launcher_on_fresh_operands(a_order, b_order):
-    """split_launcher() runs k in runs (the last one shorter, or one run alone) on every PLANNED tile that fits, its
-    launches built once and run on fresh operands; an operand that would need a padded copy, or a last run one deep,
-    gets None."""
+    """split_launcher() runs k in runs (the last one shorter, or one run alone) on every PLANNED and SPLIT_TILES tile
+    that fits, its launches built once and run on fresh operands; an operand that would need a padded copy, or a last
+    run one deep, gets None."""
     import cupy
 
     _needs_sm80()
     m, k, n = 70, 4130, 50  # even sides: read in place in every layout
-    for tile in (t for t in _dmma.PLANNED if _dmma.fits(t, 0)):
+    for tile in (t for t in dict.fromkeys(_dmma.PLANNED + _dmma.SPLIT_TILES) if _dmma.fits(t, 0)):
         for splits, depth in [(5, 832), (3, 1392), (1, k)]:  # (4 runs of 832 and one of 802, ...)
             made = [(random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order))
                     for _ in "ab"]
@@ -208,3 +208,18 @@ def test_tiles_too_big_for_the_shared_memory_are_not_planned(monkeypatch):
         assert not _matmul_routes.dmma_takes_batch(4096, 4096, 4096, 1, 0)
     finally:
         mm._plan.cache_clear()
+
+
+def test_split_plan_pads_c_least_and_fills_one_to_two_rounds(monkeypatch):
+    """split_plan (GPU-less: 264 resident blocks of each tile stand in for the driver's count): the SPLIT_TILES tile
+    that pads C least, the first on a tie; one round of blocks, two where runs stay MIN_RUN deep, runs at most
+    MAX_RUN deep."""
+    monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 264)
+    monkeypatch.setattr(_dmma, "fits", lambda tile, device_id: True)
+    wide, tall, deep = _dmma.SPLIT_TILES
+    assert _dmma.split_plan(28, 57, 873876, 0) == (deep, 528)  # one tile: two rounds
+    assert _dmma.split_plan(101, 122, 264852, 0) == (wide, 258)  # a tie: the first; two rounds cut to MIN_RUN deep
+    assert _dmma.split_plan(200, 150, 20014, 0) == (tall, 44)  # runs MIN_RUN deep would not fill one round
+    assert _dmma.split_plan(688, 126, 243866, 0) == (wide, 120)  # runs at most MAX_RUN deep
+    splits = _dmma.split_plan(256, 256, 65536, 0)[1]
+    assert 264 <= splits * 8 <= 2 * 264 and 65536 // splits >= _dmma.MIN_RUN

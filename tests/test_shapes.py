@@ -376,6 +376,14 @@ def test_short_k_takes_fp64_to_its_depth_and_fp32_past_a_narrow_c():
     assert not take(f32, 4000, _tune.NARROW_SIDE, 1) and not take(f32, _tune.NARROW_SIDE, 4000, 1)
 
 
+def test_fp32_short_k_takes_the_tile_padding_c_least_and_fp64_its_own():
+    tile = _matmul_batch.short_k_tile
+    assert tile(8, 8192, 8192) == _matmul_batch.SHORT_K_TILE
+    assert tile(4, 8192, 8192) == (64, 128) and tile(4, 40, 70) == (64, 128)  # a tie: the wider
+    assert tile(4, 1613724, 176) == (64, 64) and tile(4, 3001, 2999) == (64, 64)
+    assert {tile(4, m, n) for m, _, n in SHORT_K_F32} == set(_matmul_batch.SHORT_K_TILES_F32)  # the GPU test runs both
+
+
 def test_dots_plan_cuts_k_into_whole_strides():
     for m, k, n in ((8, 3_846_591, 13), (16, 4096, 16), (2, 100_003, 2)):
         runs, run = _matmul_routes.dots_plan(m, k, n, resident=264)
