@@ -174,10 +174,16 @@ SMALL_K = 64  # k up to which a product is bound by writing C: the small tile wi
 MIN_SPLITS = 3  # fewer shares gain less than the partial sums' extra pass costs (docs/NOTES.md, "matmul.py: split k")
 
 
-def split_depth(k: int, splits: int, bk: int) -> tuple[int, int]:
-    """(splits, depth): k cut into runs of `depth`, a whole number of bk-deep slices (the last run may be shorter)."""
-    depth = -(-k // splits)
-    depth = -(-depth // bk) * bk
+def split_depth(k: int, splits: int, bk: int, odd: bool = False) -> tuple[int, int]:
+    """(splits, depth): k cut into runs of `depth`, a whole number of bk-deep slices (the last run may be shorter);
+    odd: an odd number of slices, so that the runs of an operand whose lines are a power of two long do not start a
+    large power of two apart (such starts fall on the same memory channels: docs/NOTES.md, "matmul: the FP64
+    split's tiles and rounds")."""
+    slices = -(-k // splits)
+    slices = -(-slices // bk)
+    if odd and slices % 2 == 0 and slices * bk < k:
+        slices += 1
+    depth = slices * bk
     return -(-k // depth), depth
 
 

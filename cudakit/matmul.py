@@ -238,7 +238,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         most = min(k // least, MAX_SPLIT_BYTES // (m * n * dtype.itemsize))
         counts = _tune.split_counts(min(most, max(1, rounds * slots // grid)) if count == 1 and not whole else 1)
         for wanted in [min(most, long_split[1])] if dmma and long_split else counts:
-            splits, depth = _tune.split_depth(k, wanted, tile.bk)
+            splits, depth = _tune.split_depth(k, wanted, tile.bk, odd=dmma)
             tail = 0
             if count == 1 and splits == 1 and not dmma and uses_stream_k(tile):
                 tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0]

@@ -400,6 +400,9 @@ def test_split_depth_covers_k_exactly():
     for k, wanted in ((4096, 3), (66_000, 17), (100_003, 264)):
         splits, depth = _tune.split_depth(k, wanted, 32)
         assert splits <= wanted and depth % 32 == 0 and (splits - 1) * depth < k <= splits * depth
+    assert _tune.split_depth(65536, 64, 16) == (64, 1024)
+    assert _tune.split_depth(65536, 64, 16, odd=True) == (64, 1040)  # 65 slices: runs not 8 KiB of doubles apart
+    assert _tune.split_depth(65536, 66, 16, odd=True) == (66, 1008) and _tune.split_depth(64, 1, 16, odd=True) == (1, 64)
 
 
 def test_model_splits_small_grids_only():
