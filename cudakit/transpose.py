@@ -73,13 +73,18 @@ def vec16_orders(itemsize: int) -> tuple[tuple[bool, int], ...]:
     return (True, 0), (True, 5), (False, VEC16_MISALIGNED_GROUP_SHIFT[itemsize])
 
 
-def vec16_group_shift(tiles_c: int, tile_row_bytes: int, blocks_in_flight: int) -> int:
+GROUP_MIN_TILE_ROWS = 8  # fewer tile rows stay row by row: the grid rounds them up to 32, whose blocks mostly exit
+
+
+def vec16_group_shift(tiles_c: int, tile_row_bytes: int, blocks_in_flight: int, tiles_r: int) -> int:
     """log2 of the tile rows that consecutive blocks go down before moving one tile column right, for aligned tiles.
     Row by row (0), a wave of blocks writes each output row it touches in runs of tile_row_bytes x the tile rows the
     wave spans; under 512 bytes (wide matrices) those writes scatter, and going down 32 tile rows measured faster.
     Squares and tall matrices measured a little slower that way, so they stay row by row (docs/NOTES.md,
-    "transpose.py: aligned tiles' block order"). Misaligned tiles have their own rule (VEC16_MISALIGNED_GROUP_SHIFT)."""
-    return 5 if blocks_in_flight / tiles_c * tile_row_bytes < 512 else 0
+    "transpose.py: aligned tiles' block order"), and so do matrices of fewer than GROUP_MIN_TILE_ROWS tile rows (one
+    tile row ran at a fifth of the copy's speed: docs/NOTES.md, "transpose.py: few tile rows"). Misaligned tiles have
+    their own rule (VEC16_MISALIGNED_GROUP_SHIFT)."""
+    return 5 if blocks_in_flight / tiles_c * tile_row_bytes < 512 and tiles_r >= GROUP_MIN_TILE_ROWS else 0
 
 
 def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: bool, group_shift: int, shape=None,
@@ -173,7 +178,7 @@ def _vec16_config_uncached(e, aligned, rows, cols, swizzle, word_gather, device_
     shift = group_shift
     if shift is None:
         shift = VEC16_MISALIGNED_GROUP_SHIFT[e] if not aligned else vec16_group_shift(
-            tiles_c, row_step * e, resident_blocks(compiled(0), threads) * sm_count(device_id))
+            tiles_c, row_step * e, resident_blocks(compiled(0), threads) * sm_count(device_id), tiles_r)
     group = 1 << shift
     blocks = -(-tiles_r // group) * group * tiles_c  # whole groups of tile rows
     if blocks >= 2**31:

@@ -266,6 +266,10 @@ def test_every_block_order_is_exact(dtype, group_shift):
 def test_wide_matrices_go_down_32_tile_rows():
     """GPU-less: the block-order rule on an H100's numbers (132 SMs x 4 blocks of the float32 tile in flight)."""
     in_flight = 132 * 4
-    assert transpose_module.vec16_group_shift(16384 // 64, 64 * 4, in_flight) == 0  # square: row by row
-    assert transpose_module.vec16_group_shift(262144 // 64, 64 * 4, in_flight) == 5  # 1024 x 262144
-    assert transpose_module.vec16_group_shift(1024 // 64, 64 * 4, in_flight) == 0  # 262144 x 1024
+    assert transpose_module.vec16_group_shift(16384 // 64, 64 * 4, in_flight, 16384 // 64) == 0  # square: row by row
+    assert transpose_module.vec16_group_shift(262144 // 64, 64 * 4, in_flight, 1024 // 64) == 5  # 1024 x 262144
+    assert transpose_module.vec16_group_shift(1024 // 64, 64 * 4, in_flight, 262144 // 64) == 0  # 262144 x 1024
+    few = transpose_module.GROUP_MIN_TILE_ROWS  # 64 x 341628: one tile row, row by row (the grid would be 32x)
+    assert transpose_module.vec16_group_shift(341628 // 64, 64 * 4, in_flight, 1) == 0
+    assert transpose_module.vec16_group_shift(341628 // 64, 64 * 4, in_flight, few - 1) == 0
+    assert transpose_module.vec16_group_shift(341628 // 64, 64 * 4, in_flight, few) == 5
