@@ -69,7 +69,8 @@ MIN_DEPTH, MIN_ROUND = 256, 0.8
 # FP64 products at least LONG_DEPTH deep whose C leaves SMs without a SMALLEST tile: split_plan's tile and split of k
 # is weighed beside the register tiles' (split_launcher; it outran the register-staged DMMA tiles' splits). Its tile
 # is one of SPLIT_TILES, and its blocks fill one round of the SMs, up to SPLIT_ROUNDS where runs stay MIN_RUN deep,
-# in runs of k at most MAX_RUN deep (docs/NOTES.md, "matmul: the FP64 split's tiles and rounds").
+# in runs of k about MAX_RUN deep at most (an odd number of slices: _tune.split_depth) (docs/NOTES.md, "The FP64
+# split's tiles and rounds").
 LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS = 16384, 1024, 2048, 2
 SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 in 32-deep slices
 
@@ -170,16 +171,17 @@ def planned(m: int, n: int, k: int, device_id: int) -> bool:
 
 
 def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
-    """Whether matmul's planner weighs the PLANNED tiles with k split for an m x k x n FP64 product: sm_80 and later, k
-    at least LONG_DEPTH, and C short of one SMALLEST tile per SM."""
+    """Whether matmul's planner weighs split_plan's tile with k split for an m x k x n FP64 product: sm_80 and later, k
+    at least LONG_DEPTH, C short of one SMALLEST tile per SM, and a SPLIT_TILES tile that fits."""
     return (k >= LONG_DEPTH and _tune.compute_capability(device_id) >= 80
-            and -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) < sm_count(device_id))
+            and -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) < sm_count(device_id)
+            and any(fits(t, device_id) for t in SPLIT_TILES))
 
 
 def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
     """(tile, splits) of split_launcher for a small C with a long k: of the SPLIT_TILES that fit, the one that pads C
     least (the first of those that pad it alike), k cut so that its blocks fill a round of the SMs, up to SPLIT_ROUNDS
-    where runs stay MIN_RUN deep, in runs of at most MAX_RUN."""
+    where runs stay MIN_RUN deep, in runs of about MAX_RUN at most."""
     tiles = [t for t in SPLIT_TILES if fits(t, device_id)]
     tile = min(tiles, key=lambda t: -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn)
     grid = -(-m // tile.bm) * -(-n // tile.bn)

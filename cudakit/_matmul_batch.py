@@ -121,7 +121,7 @@ SHORT_K_F64_BATCH = 16
 SHORT_K_F32 = 16
 SHORT_K_TILE = (32, 64)
 # FP32's short-k tiles: more of C per block stores it faster; of the two, the one that pads C least, the wider on a
-# tie (docs/NOTES.md, "matmul: FP32 short k on wider tiles").
+# tie (docs/NOTES.md, "FP32 short k on wider tiles").
 SHORT_K_TILES_F32 = ((64, 128), (64, 64))
 
 

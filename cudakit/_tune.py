@@ -165,7 +165,7 @@ TILE_TFLOPS = {
     # the pipelined FP64 kernel's planned tiles (_dmma.PLANNED): the rates that picked best among them over the
     # mid-size products of session 21's probe (docs/NOTES.md)
     "128x128x32_w64x32_s3": 50.0, "128x64x16_w64x32_s4": 49.0, "64x128x16_w32x64_s4": 49.0,
-    "64x64x16_w32x32_s4": 48.0, "64x64x32_w32x32_s3": 49.0,  # (the last: split_plan's alone, measured so)
+    "64x64x16_w32x32_s4": 48.0, "64x64x32_w32x32_s3": 49.0,  # (the last: split_plan's alone, set as its neighbours)
 }
 SUM_BYTES_PER_S = 2.8e12  # what the split-k sum's reads and writes move at (the H100's, as the rates above)
 LAUNCH_S = 3e-6  # the split-k sum's launch
@@ -177,8 +177,8 @@ MIN_SPLITS = 3  # fewer shares gain less than the partial sums' extra pass costs
 def split_depth(k: int, splits: int, bk: int, odd: bool = False) -> tuple[int, int]:
     """(splits, depth): k cut into runs of `depth`, a whole number of bk-deep slices (the last run may be shorter);
     odd: an odd number of slices, so that the runs of an operand whose lines are a power of two long do not start a
-    large power of two apart (such starts fall on the same memory channels: docs/NOTES.md, "matmul: the FP64
-    split's tiles and rounds")."""
+    large power of two apart (such starts fall on the same memory channels: docs/NOTES.md, "The FP64 split's tiles
+    and rounds")."""
     slices = -(-k // splits)
     slices = -(-slices // bk)
     if odd and slices % 2 == 0 and slices * bk < k:
@@ -188,9 +188,9 @@ def split_depth(k: int, splits: int, bk: int, odd: bool = False) -> tuple[int, i
 
 
 def product_seconds(tile: Tile, m: int, n: int, k: int, splits: int, slots: int, sms: int, itemsize: int,
-                    tail_tiles: int = 0, count: int = 1, last_round_alone: bool = False) -> float:
-    """The model's time for `count` products m x n x k in one launch on `tile`, k cut in `splits` runs, `slots`
-    blocks resident at once on `sms` SMs.
+                    tail_tiles: int = 0, count: int = 1, last_round_alone: bool = False, depth: int = 0) -> float:
+    """The model's time for `count` products m x n x k in one launch on `tile`, k cut in `splits` runs (`depth` deep,
+    or as split_depth cuts them), `slots` blocks resident at once on `sms` SMs.
 
     Whole rounds of blocks, each block's padded tile at the tile's rate per slot; a grid of less than one round
     spreads over the SMs, and an SM holding fewer blocks than it can runs each faster (by the square root of the
@@ -198,7 +198,7 @@ def product_seconds(tile: Tile, m: int, n: int, k: int, splits: int, slots: int,
     were fitted so); the last `tail_tiles` tiles of a stream-K tail are shared by one round of blocks at
     STREAM_K_TAIL_COST; split k adds its sum pass."""
     rate = TILE_TFLOPS.get(tile.name, min(TILE_TFLOPS.values())) * 1e12
-    depth = split_depth(k, splits, tile.bk)[1]
+    depth = depth or split_depth(k, splits, tile.bk)[1]
     blocks = -(-m // tile.bm) * -(-n // tile.bn) * splits * count
     block_flops = 2.0 * tile.bm * tile.bn * depth
 

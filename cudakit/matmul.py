@@ -243,7 +243,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
             if count == 1 and splits == 1 and not dmma and uses_stream_k(tile):
                 tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0]
             seconds = _tune.product_seconds(tile, m, n, k, splits, slots, sms, dtype.itemsize, tail, count,
-                                            last_round_alone=dmma)
+                                            last_round_alone=dmma, depth=depth)
             if best is None or seconds < best[0]:
                 best = (seconds, tile, splits, depth)
     return best[1:]

@@ -81,8 +81,8 @@ def vec16_group_shift(tiles_c: int, tile_row_bytes: int, blocks_in_flight: int, 
     Row by row (0), a wave of blocks writes each output row it touches in runs of tile_row_bytes x the tile rows the
     wave spans; under 512 bytes (wide matrices) those writes scatter, and going down 32 tile rows measured faster.
     Squares and tall matrices measured a little slower that way, so they stay row by row (docs/NOTES.md,
-    "transpose.py: aligned tiles' block order"), and so do matrices of fewer than GROUP_MIN_TILE_ROWS tile rows (one
-    tile row ran at a fifth of the copy's speed: docs/NOTES.md, "transpose.py: few tile rows"). Misaligned tiles have
+    "transpose.py: aligned tiles' block order"), and so do matrices of fewer than GROUP_MIN_TILE_ROWS tile rows, whose
+    groups would be mostly blocks that exit at once (docs/NOTES.md, "transpose: few tile rows"). Misaligned tiles have
     their own rule (VEC16_MISALIGNED_GROUP_SHIFT)."""
     return 5 if blocks_in_flight / tiles_c * tile_row_bytes < 512 and tiles_r >= GROUP_MIN_TILE_ROWS else 0
 

@@ -380,7 +380,7 @@ def test_fp32_short_k_takes_the_tile_padding_c_least_and_fp64_its_own():
     tile = _matmul_batch.short_k_tile
     assert tile(8, 8192, 8192) == _matmul_batch.SHORT_K_TILE
     assert tile(4, 8192, 8192) == (64, 128) and tile(4, 40, 70) == (64, 128)  # a tie: the wider
-    assert tile(4, 1613724, 176) == (64, 64) and tile(4, 3001, 2999) == (64, 64)
+    assert tile(4, 161372, 176) == (64, 64) and tile(4, 3001, 2999) == (64, 64)
     assert {tile(4, m, n) for m, _, n in SHORT_K_F32} == set(_matmul_batch.SHORT_K_TILES_F32)  # the GPU test runs both
 
 
@@ -397,9 +397,11 @@ def test_dots_plan_cuts_k_into_whole_strides():
 
 
 def test_split_depth_covers_k_exactly():
-    for k, wanted in ((4096, 3), (66_000, 17), (100_003, 264)):
-        splits, depth = _tune.split_depth(k, wanted, 32)
-        assert splits <= wanted and depth % 32 == 0 and (splits - 1) * depth < k <= splits * depth
+    for k, wanted in ((4096, 3), (66_000, 17), (100_003, 264), (65536, 64), (873876, 528)):
+        for odd in (False, True):
+            splits, depth = _tune.split_depth(k, wanted, 32, odd)
+            assert splits <= wanted and depth % 32 == 0 and (splits - 1) * depth < k <= splits * depth
+            assert not odd or depth // 32 % 2 == 1 or splits == 1
     assert _tune.split_depth(65536, 64, 16) == (64, 1024)
     assert _tune.split_depth(65536, 64, 16, odd=True) == (64, 1040)  # 65 slices: runs not 8 KiB of doubles apart
     assert _tune.split_depth(65536, 66, 16, odd=True) == (66, 1008) and _tune.split_depth(64, 1, 16, odd=True) == (1, 64)

@@ -1,9 +1,10 @@
 """Probe: FP64 long-k products with a small C on the pipelined DMMA kernel, k split (_dmma.split_launcher), every
-PLANNED tile at 1, 2 and 4 rounds of its blocks, beside cupy.matmul and cudakit.matmul (the planner's pick).
+PLANNED and SPLIT_TILES tile at 1, 2 and 4 rounds of its blocks (runs cut as the planner cuts them), beside
+cupy.matmul and cudakit.matmul (the planner's pick).
 
     PYTHONPATH=. python3 tools/dmma_split_probe.py [--all-tiles] 28x587148x48:CF ...   (m x k x n, A's and B's orders)
 
---all-tiles: every tile of _dmma.TILES that fits, the unplanned ones too (64 x 64 x 32: deeper slices).
+--all-tiles: every tile of _dmma.TILES that fits.
 
 Each entry is checked against cupy.matmul first; GPU time, cudakit.bench.timing.measure (CUDA events, median).
 An operand the split cannot read in place (split_launcher gives None) is reported as such.
@@ -30,7 +31,8 @@ def entries(A, B, out, ref, k, tiles):
     for tile in (t for t in tiles if _dmma.fits(t, 0)):
         grid = -(-m // tile.bm) * -(-n // tile.bn)
         for rounds in (1, 2, 4):
-            splits, depth = _tune.split_depth(k, max(1, min(k // 256, rounds * _dmma.resident(tile, 0) // grid)), 16)
+            wanted = max(1, min(k // 256, rounds * _dmma.resident(tile, 0) // grid))
+            splits, depth = _tune.split_depth(k, wanted, tile.bk, odd=True)  # (as the planner cuts them)
             run = _dmma.split_launcher(A, B, out, tile, splits, depth)
             if run is None:
                 return [(float("inf"), "not read in place: no split launcher")]
@@ -45,7 +47,7 @@ def entries(A, B, out, ref, k, tiles):
 
 
 def main():
-    tiles = _dmma.TILES if "--all-tiles" in sys.argv else _dmma.PLANNED
+    tiles = _dmma.TILES if "--all-tiles" in sys.argv else tuple(dict.fromkeys(_dmma.PLANNED + _dmma.SPLIT_TILES))
     for text in (a for a in sys.argv[1:] if a != "--all-tiles"):
         dims, order = text.split(":")
         m, k, n = map(int, dims.split("x"))

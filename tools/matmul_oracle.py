@@ -109,7 +109,8 @@ def entries(case, s, fast_only=False):
         if dots:
             out.append(("dots", lambda x: routes.run_dots(x["A"], x["B"], x["out"], *dots)))
     if k <= _matmul_batch.SMALL_MAX_K:  # the small-product kernel as one product
-        for tile in _matmul_batch.SMALL_TILES:
+        wider = getattr(_matmul_batch, "SHORT_K_TILES_F32", ()) if dtype.itemsize == 4 else ()  # (built for FP32)
+        for tile in _matmul_batch.SMALL_TILES + wider:
             if dtype.itemsize == 4 or tile not in _matmul_batch.SMALL_WIDE:
                 out.append((f"small_{tile[0]}x{tile[1]}", lambda x, tile=tile: [launch(*args) for args in
                             _matmul_batch.small_launches(tile, x["A"], x["B"], x["out"].data.ptr, 1, (0, 0, 0))]))

@@ -30,7 +30,7 @@ def main(small: bool) -> int:
     mm = [(1, 1, 1), (7, 13, 5), (33, 31, 35), (129, 67, 131), (129, 64, 131)] if small else \
         [(257, 129, 65), (131, 517, 263), (257, 256, 263)]
     mv = [(1, 1), (7, 13), (33, 4097), (4097, 33), (3, 100003)]
-    tr = [(1, 1), (7, 13), (33, 31), (97, 1013), (64, 20000)]  # the last: wide, blocks going down 32 tile rows
+    tr = [(1, 1), (7, 13), (33, 31), (97, 1013), (512, 20000)]  # the last: wide, 8 tile rows, blocks going down 32
     dt = [1, 31, 513, 100003]
     runs = 0
     for dtype in (np.float32, np.float64):

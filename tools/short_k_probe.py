@@ -1,10 +1,10 @@
-"""Probe: products with a short k (the writes of C bound them) on the small-product kernel's tiles, the 32 x 64 that
-the fast variant's short-k route takes and larger ones (more of C per block), beside cudakit.matmul as planned with
-the short-k route off (the register tiles) and cupy.matmul.
+"""Probe: products with a short k (the writes of C bound them) on the small-product kernel's tiles (the fast variant's
+short-k route takes 32 x 64 for FP64, _matmul_batch.short_k_tile's 64 x 64 or 64 x 128 for FP32), beside
+cudakit.matmul as planned with the short-k route off (the register tiles) and cupy.matmul.
 
     PYTHONPATH=. python3 tools/short_k_probe.py [--tiles 32x64 64x64 64x128] [--shapes float32:8192x4x8192:CC ...]
 
-A tile outside _matmul_batch.SMALL_TILES is compiled in a module of its own. Each entry's result is checked against
+A tile outside the dtype's standard module is compiled in a module of its own. Each entry's result is checked against
 float64 before it is timed (GPU time, cudakit.bench.timing.measure); the C column is GB/s of C written.
 """
 import argparse
