@@ -8,7 +8,8 @@
 #                                      under each tool: memcheck alone then takes most of a call); memcheck runs its
 #                                      full set, the others --small; memcheck-small is memcheck on the small set
 #                                      (1 x 1 x 1 products and other tiny shapes)
-#   bash tools/gpu_check.sh bench      python bench.py --json and python -m cudakit info (about 2 minutes)
+#   bash tools/gpu_check.sh bench      python bench.py --json and python -m cudakit info (more than 4.5 minutes in
+#                                      session 28, resize last: give it a call of its own)
 #   bash tools/gpu_check.sh shards     the test suite in parallel shards, as the side-by-side run does (most of a call),
 #                                      then the tests past 2^31 elements (marked large) one at a time
 #   bash tools/gpu_check.sh large      only those
