@@ -364,6 +364,21 @@ CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
 BY_VALUE_ALIGNMENT = 64  # a CUtensorMap's alignment, the strictest a by-value parameter here has
 
 
+KEPT = 4096  # the launchers a geometry cache (kept) remembers; past this it starts over
+_MISSING = object()
+
+
+def kept(cache: dict, key, make, *args):
+    """cache[key], made by make(*args) the first time (None too is kept). A geometry cache: past KEPT entries it
+    starts over, so that a pipeline meeting ever new shapes does not pile them up."""
+    value = cache.get(key, _MISSING)
+    if value is _MISSING:
+        if len(cache) >= KEPT:
+            cache.clear()
+        value = cache[key] = make(*args)
+    return value
+
+
 def rebased(launches: list, a: int, b: int, c: int):
     """f(a, b, c): `launches` (launch()'s arguments, each led by three device addresses) made again with those
     addresses moved as far as a, b and c move from the ones given here: launches built once for one set of operands,

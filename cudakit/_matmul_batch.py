@@ -9,7 +9,7 @@ import cupy
 import numpy as np
 
 from . import _dmma, _nd, matmul as mm
-from ._compile import instantiation, kernel, launch, rebased
+from ._compile import instantiation, kept, kernel, launch, rebased
 
 def _batch_operand(x, batch: tuple, row_axis: int):
     """(x broadcast over `batch`, its first matrix), readable by the kernels as a batch: every matrix in one layout
@@ -24,7 +24,6 @@ def _batch_operand(x, batch: tuple, row_axis: int):
 
 
 _BATCH_LAUNCHES: dict = {}  # a batch read in place: its launches, rebased on each call's operands (_compile.rebased)
-MAX_BATCH_PLANS = 4096
 
 
 def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
@@ -35,12 +34,12 @@ def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
     pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
     geometry = (batch, a.shape, a.strides, b.shape, b.strides, pa % 16, pb % 16, c.dtype, device_id)
     if b.shape[-1] == 1:  # matrix-vector products: the matvec kernels, one launch kept per geometry
-        run = _kept(("matvec",) + geometry, lambda: mm.matvec_module.batched_launcher(a, b[..., 0], batch))
+        run = kept(_BATCH_LAUNCHES, ("matvec",) + geometry, mm.matvec_module.batched_launcher, a, b[..., 0], batch)
         if run is not None:
             run(a, b[..., 0], c)
             return
     if a.shape[-2] == 1:  # one-row products, B_i.T @ a_i: the column-major matvec kernel, one launch kept
-        run = _kept(("rows",) + geometry, lambda: _row_products_launcher(a, b, batch))
+        run = kept(_BATCH_LAUNCHES, ("rows",) + geometry, _row_products_launcher, a, b, batch)
         if run is not None:
             run(pb, pa, pc)
             return
@@ -56,9 +55,7 @@ def run_fast_batched(a, b, c, batch: tuple, tensor_core: bool = False) -> None:
             for args in launches:
                 launch(*args)
             return
-        if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
-            _BATCH_LAUNCHES.clear()
-        cached = _BATCH_LAUNCHES[key] = _rebased(launches, pa, pb, pc, b_first)
+        cached = kept(_BATCH_LAUNCHES, key, _rebased, launches, pa, pb, pc, b_first)
     cached(pa, pb, pc)
 
 
@@ -69,16 +66,6 @@ def _rebased(launches: list, pa: int, pb: int, pc: int, b_first: bool):
         return rebased(launches, pa, pb, pc)
     run = rebased(launches, pb, pa, pc)
     return lambda pa, pb, pc: run(pb, pa, pc)
-
-
-def _kept(key, make):
-    """_BATCH_LAUNCHES[key], made by make() the first time (None, for a batch the launcher does not take, is kept
-    too)."""
-    if key not in _BATCH_LAUNCHES:
-        if len(_BATCH_LAUNCHES) >= MAX_BATCH_PLANS:
-            _BATCH_LAUNCHES.clear()
-        _BATCH_LAUNCHES[key] = make()
-    return _BATCH_LAUNCHES[key]
 
 
 def _row_products_launcher(a, b, batch: tuple):

@@ -16,7 +16,7 @@ import cupy
 import numpy as np
 
 from . import _args, _dmma, _tune
-from ._compile import instantiation, kernel, launch, rebased, resident_blocks
+from ._compile import instantiation, kept, kernel, launch, rebased, resident_blocks
 from ._device import sm_count, workspace
 
 mm = importlib.import_module(__package__ + ".matmul")  # (its tiles and planner; it imports this module first)
@@ -233,8 +233,7 @@ def partials_adder(out, splits: int):
     return lambda out_ptr, partials: launch(fn, grid, (256,), (out_ptr, partials, size, splits))
 
 
-ROUTES_KEPT = 4096  # the fast variant's routes remembered; past this the memory starts over
-_routes: dict = {}
+_routes: dict = {}  # the fast variant's routes by geometry (_compile.kept)
 
 
 def run_fast(A, B, out):
@@ -244,12 +243,7 @@ def run_fast(A, B, out):
     dtype, device_id = out.dtype, out.data.device_id
     key = (A.shape, A.strides, B.shape, B.strides, dtype, device_id, A.data.ptr & 15, B.data.ptr & 15,
            out.data.ptr & 15, _tune.tiles(device_id, dtype) if dtype in mm.BLOCKTILE_2D else None)
-    route = _routes.get(key)
-    if route is None:
-        if len(_routes) >= ROUTES_KEPT:
-            _routes.clear()
-        route = _routes[key] = _route(A, B, out)
-    route(A, B, out)
+    kept(_routes, key, _route, A, B, out)(A, B, out)
 
 
 def _route(A, B, out):

@@ -10,7 +10,7 @@ import cupy
 import numpy as np
 
 from . import _args, _check, _nd
-from ._compile import ctype, instantiation, kernel, launch, resident_blocks
+from ._compile import ctype, instantiation, kept, kernel, launch, resident_blocks
 from ._device import sm_count, workspace
 from ._variants import Variant, lookup, register
 
@@ -329,8 +329,7 @@ def column_batch_launcher(A0, x0, count: int, a_step: int, x_step: int):
     return run
 
 
-LAUNCHERS_KEPT = 4096  # the fast variant's launchers remembered; past this the memory starts over
-_launchers: dict = {}
+_launchers: dict = {}  # the fast variant's launchers by geometry (_compile.kept)
 
 
 def run_fast(A, x, out):
@@ -339,12 +338,11 @@ def run_fast(A, x, out):
     16-byte alignment: all that plan() reads) and kept, so that a repeated small product costs little more host
     time than its launch."""
     key = (A.shape, A.strides, A.dtype, A.data.device_id, A.data.ptr & 15, x.data.ptr & 15)
-    run = _launchers.get(key)
-    if run is None:
-        if len(_launchers) >= LAUNCHERS_KEPT:
-            _launchers.clear()
-        run = _launchers[key] = launcher(A, plan(A, x))
-    run(A.data.ptr, x.data.ptr, out.data.ptr)
+    kept(_launchers, key, _planned_launcher, A, x)(A.data.ptr, x.data.ptr, out.data.ptr)
+
+
+def _planned_launcher(A, x):
+    return launcher(A, plan(A, x))
 
 
 def _run_unsplit(A, x, out):

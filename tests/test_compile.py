@@ -55,3 +55,19 @@ def test_a_broken_kernel_is_caught(monkeypatch):
         compile_for("dot", [], "sm_90")
     monkeypatch.setattr(_compile, "source", lambda family: "__global__ void k(int* p){ int x = 3; (void)p; }")
     assert "warning" in compile_for("dot", [], "sm_90").lower()
+
+
+def test_kept_makes_each_value_once_keeps_none_and_starts_over_past_its_bound(monkeypatch):
+    monkeypatch.setattr(_compile, "KEPT", 3)
+    cache, made = {}, []
+
+    def make(*args):
+        made.append(args)
+        return None if args == ("none",) else sum(args)
+
+    assert _compile.kept(cache, "a", make, 1, 2) == 3 and _compile.kept(cache, "a", make, 5, 5) == 3
+    assert _compile.kept(cache, "n", make, "none") is None and _compile.kept(cache, "n", make, "none") is None
+    assert made == [(1, 2), ("none",)]
+    _compile.kept(cache, "b", make, 4)
+    assert len(cache) == 3
+    assert _compile.kept(cache, "c", make, 7) == 7 and cache == {"c": 7}  # past the bound: started over
