@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 import sys
 
 import cupy
@@ -14,6 +15,18 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # that cudakit never imports ml_dtypes. Summed in float32, their results rounded once to the input's dtype.
 HALVES = ("float16", "bfloat16")
 FLOATS_AND_HALVES = FLOATS + HALVES
+
+
+# CuPy keeps an array's contiguity in two attributes; .flags builds a new object on every access (half a µs on a
+# slow host, several times a call). The attributes are CuPy's own, not its API: without them, .flags.
+if hasattr(cupy.ndarray, "_c_contiguous") and hasattr(cupy.ndarray, "_f_contiguous"):
+    is_c_contiguous, is_f_contiguous = operator.attrgetter("_c_contiguous"), operator.attrgetter("_f_contiguous")
+else:  # pragma: no cover (a CuPy without them)
+    def is_c_contiguous(x) -> bool:
+        return x.flags.c_contiguous
+
+    def is_f_contiguous(x) -> bool:
+        return x.flags.f_contiguous
 
 
 _NAMES: dict = {}
@@ -90,7 +103,7 @@ def output(op: str, out, shape: tuple, dtype: np.dtype, device_id: int, inputs: 
         raise ValueError(f"cudakit.{op}: out has shape {out.shape}, the result has shape {tuple(shape)}")
     if out.dtype != dtype:
         raise TypeError(f"cudakit.{op}: out has dtype {out.dtype}, the result has dtype {dtype}")
-    if shape and not out.flags.c_contiguous:  # (a 0-d out always is)
+    if shape and not is_c_contiguous(out):  # (a 0-d out always is)
         raise ValueError(f"cudakit.{op}: out must be C-contiguous")
     if out.data.device_id != device_id:
         raise ValueError(f"cudakit.{op}: out is on device {out.data.device_id}, the inputs on device {device_id}")
@@ -121,7 +134,7 @@ def extent(x) -> tuple[int, int]:
 
 def contiguous_or_copy(x):
     """x if it is C- or F-contiguous (the kernels read both), else a C-contiguous copy (documented)."""
-    if x.flags.c_contiguous or x.flags.f_contiguous:
+    if is_c_contiguous(x) or is_f_contiguous(x):
         return x
     return c_contiguous(x)
 
@@ -129,7 +142,7 @@ def contiguous_or_copy(x):
 def c_contiguous(x):
     """cupy.ascontiguousarray(x); a 16-bit float array is copied as its raw bits (exact, and free of any question
     of which dtypes CuPy's copy kernels know)."""
-    if x.itemsize == 2 and x.dtype.name in HALVES and not x.flags.c_contiguous:
+    if x.itemsize == 2 and x.dtype.name in HALVES and not is_c_contiguous(x):
         return cupy.ascontiguousarray(x.view(np.uint16)).view(x.dtype)
     return cupy.ascontiguousarray(x)
 

@@ -11,10 +11,16 @@ class CheckError(AssertionError):
     """A kernel's result disagreed with the float64 reference beyond the dtype's tolerance."""
 
 
-def enabled(check: bool | None) -> bool:
-    if check is not None:
-        return bool(check)
+def from_environment() -> bool:
     return os.environ.get("CUDAKIT_CHECK", "") not in ("", "0")
+
+
+# CUDAKIT_CHECK is read once, at import (reading os.environ on every call was a tenth of a small op's host time).
+CHECK_BY_DEFAULT = from_environment()
+
+
+def enabled(check: bool | None) -> bool:
+    return CHECK_BY_DEFAULT if check is None else bool(check)
 
 
 # Unit roundoff u = eps / 2 (round to nearest) of the 16-bit floats, by dtype name (bfloat16 is ml_dtypes'): 11 and 8

@@ -87,7 +87,7 @@ def _kernel(name: str, dtype):
 
 def _col_major(A) -> bool:
     """The kernels' layout for A (C- or F-contiguous here): a 1-row or 1-column A is both, and taken as C."""
-    return not A.flags.c_contiguous
+    return not _args.is_c_contiguous(A)
 
 
 def _seed_launcher(name: str, shared: bool):
@@ -290,7 +290,7 @@ def batched_launcher(A, x, batch: tuple):
     """f(A, x, out): run_batched's launch for operands of these shapes, strides and alignments, built once; None
     where A is not a stack of C-contiguous matrices."""
     m, n = A.shape[-2:]
-    if A.shape[:-2] != batch or not A.flags.c_contiguous or m * n == 0:
+    if A.shape[:-2] != batch or not _args.is_c_contiguous(A) or m * n == 0:
         return None
     item = x.itemsize
     xb = cupy.broadcast_to(x, batch + (n,))
@@ -408,11 +408,11 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
         if n == 0:
             _args.fill_zero(out)
             return out
-        if x.ndim == 1 and A.ndim > 2 and A.flags.c_contiguous:  # one x for every matrix: one tall product
+        if x.ndim == 1 and A.ndim > 2 and _args.is_c_contiguous(A):  # one x for every matrix: one tall product
             A = A.reshape(-1, n)
         if A.ndim == 2 and x.ndim == 1:
             A = _args.contiguous_or_copy(A)
-            run(A, x if x.flags.c_contiguous else _args.c_contiguous(x), out if out.ndim == 1 else out.reshape(-1))
+            run(A, x if _args.is_c_contiguous(x) else _args.c_contiguous(x), out if out.ndim == 1 else out.reshape(-1))
         elif variant == "fast" and run_batched(A, x, out, batch):
             pass
         elif variant == "fast" and A.ndim == 2:  # one matrix, many vectors: X @ A.T (16-bit: on the tensor cores)
@@ -425,7 +425,7 @@ def matvec(A, x, *, out=None, variant: str = "fast", check: bool | None = None):
             c = out.reshape(batch + (m,))
             for idx in np.ndindex(*batch):
                 a_i, x_i = _args.contiguous_or_copy(A[idx]), x[idx]
-                run(a_i, x_i if x_i.flags.c_contiguous else _args.c_contiguous(x_i), c[idx])
+                run(a_i, x_i if _args.is_c_contiguous(x_i) else _args.c_contiguous(x_i), c[idx])
         if _check.enabled(check):
             _check.verify("matvec", variant, out[..., None], A_in, x_in[..., None], dtype, n)
     return out

@@ -69,22 +69,28 @@ def vec16_min_blocks(itemsize: int, aligned: bool, threads: int) -> int:
 
 
 def vec16_orders(itemsize: int) -> tuple[tuple[bool, int], ...]:
-    """The (aligned, group shift) pairs built: aligned tiles take either order, misaligned ones their own."""
-    return (True, 0), (True, 5), (False, VEC16_MISALIGNED_GROUP_SHIFT[itemsize])
+    """The (aligned, group shift) pairs built: aligned tiles take either order, misaligned ones their own and row by
+    row (few tile rows)."""
+    return tuple(dict.fromkeys([(True, 0), (True, 5), (False, VEC16_MISALIGNED_GROUP_SHIFT[itemsize]), (False, 0)]))
 
 
 GROUP_MIN_TILE_ROWS = 8  # fewer tile rows stay row by row: the grid rounds them up to 32, whose blocks mostly exit
 
 
-def vec16_group_shift(tiles_c: int, tile_row_bytes: int, blocks_in_flight: int, tiles_r: int) -> int:
-    """log2 of the tile rows that consecutive blocks go down before moving one tile column right, for aligned tiles.
-    Row by row (0), a wave of blocks writes each output row it touches in runs of tile_row_bytes x the tile rows the
-    wave spans; under 512 bytes (wide matrices) those writes scatter, and going down 32 tile rows measured faster.
-    Squares and tall matrices measured a little slower that way, so they stay row by row (docs/NOTES.md,
-    "transpose.py: aligned tiles' block order"), and so do matrices of fewer than GROUP_MIN_TILE_ROWS tile rows, whose
-    groups would be mostly blocks that exit at once (docs/NOTES.md, "transpose: few tile rows"). Misaligned tiles have
-    their own rule (VEC16_MISALIGNED_GROUP_SHIFT)."""
-    return 5 if blocks_in_flight / tiles_c * tile_row_bytes < 512 and tiles_r >= GROUP_MIN_TILE_ROWS else 0
+def vec16_group_shift(aligned: bool, itemsize: int, tiles_c: int, tile_row_bytes: int, blocks_in_flight: int,
+                      tiles_r: int) -> int:
+    """log2 of the tile rows that consecutive blocks go down before moving one tile column right. Matrices of fewer
+    than GROUP_MIN_TILE_ROWS tile rows go row by row: the grid rounds tile rows up to whole groups, whose extra
+    blocks exit at once (docs/NOTES.md, "transpose: few tile rows"). Misaligned tiles otherwise take
+    VEC16_MISALIGNED_GROUP_SHIFT. Aligned ones go row by row unless a wave of blocks would write each output row it
+    touches in runs under 512 bytes (tile_row_bytes x the tile rows the wave spans: wide matrices), where going down
+    32 tile rows measured faster; squares and tall matrices measured a little slower that way (docs/NOTES.md,
+    "transpose.py: aligned tiles' block order")."""
+    if tiles_r < GROUP_MIN_TILE_ROWS:
+        return 0
+    if not aligned:
+        return VEC16_MISALIGNED_GROUP_SHIFT[itemsize]
+    return 5 if blocks_in_flight / tiles_c * tile_row_bytes < 512 else 0
 
 
 def vec16_expression(itemsize: int, aligned: bool, swizzle: bool, word_gather: bool, group_shift: int, shape=None,
@@ -177,8 +183,8 @@ def _vec16_config_uncached(e, aligned, rows, cols, swizzle, word_gather, device_
 
     shift = group_shift
     if shift is None:
-        shift = VEC16_MISALIGNED_GROUP_SHIFT[e] if not aligned else vec16_group_shift(
-            tiles_c, row_step * e, resident_blocks(compiled(0), threads) * sm_count(device_id), tiles_r)
+        in_flight = resident_blocks(compiled(0), threads) * sm_count(device_id) if aligned else 0
+        shift = vec16_group_shift(aligned, e, tiles_c, row_step * e, in_flight, tiles_r)
     group = 1 << shift
     blocks = -(-tiles_r // group) * group * tiles_c  # whole groups of tile rows
     if blocks >= 2**31:
@@ -388,7 +394,7 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
         if a.size == 0:
             return out
         src = a
-        if not (a.flags.c_contiguous and a.data.ptr % a.itemsize == 0):
+        if not (_args.is_c_contiguous(a) and a.data.ptr % a.itemsize == 0):
             if a.transpose(axes).flags.c_contiguous:  # the result is a's bytes in a's order (an F-order matrix)
                 perm = ()
             else:

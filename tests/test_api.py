@@ -17,6 +17,15 @@ def test_import_needs_no_gpu():
     assert "matmul" in res.stdout
 
 
+@pytest.mark.parametrize("value, on", [("1", True), ("0", False), ("", False)])
+def test_cudakit_check_is_read_at_import(value, on):
+    code = "from cudakit import _check; print(_check.CHECK_BY_DEFAULT, _check.enabled(None), _check.enabled(False))"
+    env = {"CUDA_VISIBLE_DEVICES": "", "PATH": "", "CUDAKIT_CHECK": value}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [str(on), str(on), "False"]
+
+
 @pytest.mark.parametrize("op", _variants.OPS)
 def test_every_op_has_seed_variants_and_a_fast_one(op):
     rows = cudakit.variants(op)

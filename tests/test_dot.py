@@ -69,7 +69,7 @@ def test_dot_check_mode_catches_a_wrong_result(monkeypatch):
     monkeypatch.setitem(_variants._TABLE["dot"], "fast", broken)
     with pytest.raises(_check.CheckError, match="relative error"):
         cudakit.dot(a, b, check=True)
-    monkeypatch.setenv("CUDAKIT_CHECK", "1")
+    monkeypatch.setattr(_check, "CHECK_BY_DEFAULT", True)  # CUDAKIT_CHECK=1 at import
     with pytest.raises(_check.CheckError):
         cudakit.dot(a, b)
 

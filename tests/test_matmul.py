@@ -272,7 +272,7 @@ def test_matmul_check_mode_catches_a_wrong_result(monkeypatch):
     monkeypatch.setitem(_variants._TABLE["matmul"], "fast", broken)
     with pytest.raises(_check.CheckError, match="relative error"):
         cudakit.matmul(A, B, check=True)
-    monkeypatch.setenv("CUDAKIT_CHECK", "1")
+    monkeypatch.setattr(_check, "CHECK_BY_DEFAULT", True)  # CUDAKIT_CHECK=1 at import
     with pytest.raises(_check.CheckError):
         cudakit.matmul(A, B)
 

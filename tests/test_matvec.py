@@ -270,7 +270,7 @@ def test_matvec_check_mode(variant, monkeypatch):
     monkeypatch.setitem(_variants._TABLE["matvec"], variant, broken)
     with pytest.raises(_check.CheckError, match="relative error"):
         cudakit.matvec(A, x, variant=variant, check=True)
-    monkeypatch.setenv("CUDAKIT_CHECK", "1")
+    monkeypatch.setattr(_check, "CHECK_BY_DEFAULT", True)  # CUDAKIT_CHECK=1 at import
     with pytest.raises(_check.CheckError):
         cudakit.matvec(A, x, variant=variant)
     cudakit.matvec(A, x, variant=variant, check=False)  # explicitly off wins over the environment

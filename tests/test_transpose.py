@@ -167,7 +167,7 @@ def test_transpose_check_mode_catches_a_wrong_result(monkeypatch):
     monkeypatch.setitem(_variants._TABLE["transpose"], "fast", broken)
     with pytest.raises(_check.CheckError, match="differ"):
         cudakit.transpose(a, check=True)
-    monkeypatch.setenv("CUDAKIT_CHECK", "1")
+    monkeypatch.setattr(_check, "CHECK_BY_DEFAULT", True)  # CUDAKIT_CHECK=1 at import
     with pytest.raises(_check.CheckError):
         cudakit.transpose(a)
 
@@ -255,7 +255,7 @@ def test_every_block_order_is_exact(dtype, group_shift):
     """Blocks going down 1, 8 or 32 tile rows at a time (None: the library's choice), on aligned and misaligned
     rows, with tile rows that do not fill the last group."""
     run = transpose_module.vec16_runner(*transpose_module.VEC16_STEPS["fast"], group_shift=group_shift)
-    for shape, offset in [((96, 40000), 0), ((1000, 512), 0), ((300, 2049), 1)]:
+    for shape, offset in [((96, 40000), 0), ((1000, 512), 0), ((300, 2049), 1), ((65, 20001), 1)]:
         a = random_bits(shape, dtype)
         buf = poisoned((a.size + offset,), dtype)
         out = buf[offset:].reshape(shape[::-1])
@@ -266,10 +266,14 @@ def test_every_block_order_is_exact(dtype, group_shift):
 def test_wide_matrices_go_down_32_tile_rows():
     """GPU-less: the block-order rule on an H100's numbers (132 SMs x 4 blocks of the float32 tile in flight)."""
     in_flight = 132 * 4
-    assert transpose_module.vec16_group_shift(16384 // 64, 64 * 4, in_flight, 16384 // 64) == 0  # square: row by row
-    assert transpose_module.vec16_group_shift(262144 // 64, 64 * 4, in_flight, 1024 // 64) == 5  # 1024 x 262144
-    assert transpose_module.vec16_group_shift(1024 // 64, 64 * 4, in_flight, 262144 // 64) == 0  # 262144 x 1024
+    assert transpose_module.vec16_group_shift(True, 4, 16384 // 64, 64 * 4, in_flight, 16384 // 64) == 0  # square: row by row
+    assert transpose_module.vec16_group_shift(True, 4, 262144 // 64, 64 * 4, in_flight, 1024 // 64) == 5  # 1024 x 262144
+    assert transpose_module.vec16_group_shift(True, 4, 1024 // 64, 64 * 4, in_flight, 262144 // 64) == 0  # 262144 x 1024
     few = transpose_module.GROUP_MIN_TILE_ROWS  # 64 x 341628: one tile row, row by row (the grid would be 32x)
-    assert transpose_module.vec16_group_shift(341628 // 64, 64 * 4, in_flight, 1) == 0
-    assert transpose_module.vec16_group_shift(341628 // 64, 64 * 4, in_flight, few - 1) == 0
-    assert transpose_module.vec16_group_shift(341628 // 64, 64 * 4, in_flight, few) == 5
+    assert transpose_module.vec16_group_shift(True, 4, 341628 // 64, 64 * 4, in_flight, 1) == 0
+    assert transpose_module.vec16_group_shift(True, 4, 341628 // 64, 64 * 4, in_flight, few - 1) == 0
+    assert transpose_module.vec16_group_shift(True, 4, 341628 // 64, 64 * 4, in_flight, few) == 5
+    shift = transpose_module.VEC16_MISALIGNED_GROUP_SHIFT[1]  # misaligned int8 goes down 32 tile rows, but not few
+    assert shift == 5 and (False, 0) in transpose_module.vec16_orders(1)
+    assert transpose_module.vec16_group_shift(False, 1, 10**4, 112, 0, few) == shift
+    assert transpose_module.vec16_group_shift(False, 1, 10**4, 112, 0, few - 1) == 0

@@ -88,7 +88,8 @@ def drop_in_shapes(small: bool) -> int:
     runs = 0
     for dtype in (np.int8, np.float16, np.float32, np.float64):
         for shape in ((3, 1001), (1001, 3), (31, 4099), (4099, 31), (2, 33), (1, 77), (15, 5939), (27725, 23),
-                      (3, 1004), (1004, 3), (5, 4100), (4100, 8), (8, 4100)):  # words: the packed tile, columns
+                      (3, 1004), (1004, 3), (5, 4100), (4100, 8), (8, 4100), (65, 4099)):  # words: the packed tile, columns;
+            # (65, 4099): misaligned vec16 tiles of one tile row
             cudakit.transpose(rand(shape, dtype), check=True)
             runs += 1
         for shape, axes in (((3, 37, 41, 3), (0, 3, 1, 2)), ((3, 3, 37, 41), (0, 2, 3, 1)),
