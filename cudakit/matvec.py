@@ -41,8 +41,11 @@ COL_SPLIT_BLOCKS_PER_SM = 4
 ELEMENT_COL_LANES = 128
 ELEMENT_COL_SPLIT_BLOCKS_PER_SM = 8
 # Column-major matrices of at most this many rows, not whole 16-byte vectors, take matvec_thin_colmajor (their run
-# read as one, in vectors): the column-major kernel would load them an element per lane.
-THIN_MAX_ROWS = 32
+# read as one, in vectors): the column-major kernel would load them an element per lane. Columns of whole vectors
+# take it up to THIN_MAX_VECTOR_ROWS. Past these the thin kernel's sums over the blocks cost more than its reads save
+# (docs/NOTES.md, "matvec.py: the thin kernel's rows"); neither may pass FAST_THREADS (the sums of a block).
+THIN_MAX_ROWS = 40
+THIN_MAX_VECTOR_ROWS = 16
 THIN_MIN_VECTORS = 16  # 16-byte vectors each thread of matvec_thin_colmajor reads at least (4 rounds of its unroll)
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 # ... with as few blocks as give the same rounds of tiles, so that every block strides over as many tiles and none
@@ -198,7 +201,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         name = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll, cached)
         reduced = nv
         long_rows = group == 32
-    elif aligned and m % width and m <= THIN_MAX_ROWS and split and count == 1 and not knobs:
+    elif aligned and takes_thin(m, width) and split and count == 1 and not knobs:
         return _thin_plan(m, n, dtype, device_id)
     else:
         vector = aligned and m % width == 0
@@ -235,6 +238,11 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     if knobs.get("balanced", BALANCED):
         grid = -(-tiles // -(-tiles // grid))
     return Plan(name, vector, tiles, grid, chunks, chunk)
+
+
+def takes_thin(m: int, width: int) -> bool:
+    """Whether an aligned column-major matrix of m rows (width elements a 16-byte vector) takes the thin kernel."""
+    return 1 < m <= min(FAST_THREADS, THIN_MAX_ROWS if m % width else THIN_MAX_VECTOR_ROWS)
 
 
 def _thin_plan(m: int, n: int, dtype, device_id: int) -> Plan:

@@ -160,26 +160,37 @@ def test_a_kept_launcher_follows_each_calls_operands(dtype, order, shape):
         assert_close(out, _reference(A, x), dtype, n, f"offset {offset}")
 
 
-THIN = [(3, 100_003), (9, 127_977), (31, 4099), (13, 1), (5, 7), (10, 1 << 20), (17, 65_537), (30, 333)]
+THIN = [(3, 100_003), (9, 127_977), (31, 4099), (13, 1), (5, 7), (10, 1 << 20), (17, 65_537), (30, 333), (8, 5003),
+        (37, 50_001), (64, 30_000), (127, 10_007), (255, 4099), (256, 333)]
 
 
+@pytest.mark.parametrize("limits", ["library", "widest"])
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
-def test_few_row_column_major_matrices_are_read_as_one_run(dtype):
-    """An F-order A of at most THIN_MAX_ROWS rows that are not whole 16-byte vectors: the thin kernel, which reads A
-    as one contiguous run, right on every row and column (a partial last vector included) and the same bits on a
-    second call."""
+def test_few_row_column_major_matrices_are_read_as_one_run(dtype, limits, monkeypatch):
+    """An F-order A of at most THIN_MAX_ROWS rows (THIN_MAX_VECTOR_ROWS where they are whole 16-byte vectors; at
+    "widest", both FAST_THREADS): the thin kernel, which reads A as one contiguous run, right on every row and
+    column (a partial last vector included) and the same bits on a second call."""
+    if limits == "widest":
+        monkeypatch.setattr(mv, "THIN_MAX_ROWS", mv.FAST_THREADS)
+        monkeypatch.setattr(mv, "THIN_MAX_VECTOR_ROWS", mv.FAST_THREADS)
+        monkeypatch.setattr(mv, "_launchers", {})
+        mv._plan.cache_clear()
     width = 16 // np.dtype(dtype).itemsize
-    for m, n in THIN:
-        n = min(n, 20_011) if dtype == np.float16 else n  # (sums past 65504 overflow float16)
-        A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
-        p = mv.plan(A, x)
-        assert ("thin" in p.kernel) == (m % width != 0 and n > 1), (m, n)  # (n = 1: C order too)
-        if "thin" in p.kernel:  # one wave at most, its stride over the run a multiple of m
-            assert p.grid * width * mv.FAST_THREADS % m == 0, (m, n, p)
-            assert p.grid <= mv._resident_blocks(p.kernel, A.dtype, A.data.device_id), (m, n, p)
-        _check_result(A, x, "fast", f"thin {m}x{n}")
-        first = cudakit.matvec(A, x).copy()
-        assert bool((cudakit.matvec(A, x) == first).all()), (m, n)
+    try:
+        for m, n in THIN:
+            n = min(n, 20_011) if dtype == np.float16 else n  # (sums past 65504 overflow float16)
+            A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
+            p = mv.plan(A, x)
+            wanted = m <= (mv.THIN_MAX_ROWS if m % width else mv.THIN_MAX_VECTOR_ROWS)
+            assert ("thin" in p.kernel) == (wanted and n > 1), (m, n)  # (n = 1: C order too)
+            if "thin" in p.kernel:  # one wave at most, its stride over the run a multiple of m
+                assert p.grid * width * mv.FAST_THREADS % m == 0, (m, n, p)
+                assert p.grid <= mv._resident_blocks(p.kernel, A.dtype, A.data.device_id), (m, n, p)
+            _check_result(A, x, "fast", f"thin {m}x{n}")
+            first = cudakit.matvec(A, x).copy()
+            assert bool((cudakit.matvec(A, x) == first).all()), (m, n)
+    finally:
+        mv._plan.cache_clear()  # (plans made under the widest limits)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])

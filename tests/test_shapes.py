@@ -322,10 +322,12 @@ def test_tiny_c_with_long_k_takes_the_dots_kernel(dtype, mkn, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("mkn", [(1, 127_977, 9), (13, 86_469, 1), (1, 1_000_003, 3)], ids=str)
+@pytest.mark.parametrize("mkn", [(1, 127_977, 9), (13, 86_469, 1), (1, 1_000_003, 3), (1, 200_003, 8),
+                                 (37, 100_003, 1)], ids=str)
 def test_one_row_or_column_of_c_reads_a_column_major_operand_as_one_run(dtype, mkn):
     """One row of C times a C-order B (or one column from an F-order A) whose short side is not whole 16-byte
-    vectors: the thin column-major matvec kernel, which reads the operand as one contiguous run."""
+    vectors (up to THIN_MAX_ROWS) or is whole vectors (up to THIN_MAX_VECTOR_ROWS): the thin column-major matvec
+    kernel, which reads the operand as one contiguous run."""
     m, k, n = mkn
     mv = importlib.import_module("cudakit.matvec")
     a, b = random_array((m, k), dtype, "C" if m == 1 else "F"), random_array((k, n), dtype)
