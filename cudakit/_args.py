@@ -17,8 +17,8 @@ HALVES = ("float16", "bfloat16")
 FLOATS_AND_HALVES = FLOATS + HALVES
 
 
-# CuPy keeps an array's contiguity in two attributes; .flags builds a new object on every access (half a µs on a
-# slow host, several times a call). The attributes are CuPy's own, not its API: without them, .flags.
+# CuPy keeps an array's contiguity in two attributes; .flags builds a new object on every access, several times a
+# call (docs/NOTES.md, "Host time per call"). The attributes are CuPy's own, not its API: without them, .flags.
 if hasattr(cupy.ndarray, "_c_contiguous") and hasattr(cupy.ndarray, "_f_contiguous"):
     is_c_contiguous, is_f_contiguous = operator.attrgetter("_c_contiguous"), operator.attrgetter("_f_contiguous")
 else:  # pragma: no cover (a CuPy without them)

@@ -15,7 +15,7 @@ def from_environment() -> bool:
     return os.environ.get("CUDAKIT_CHECK", "") not in ("", "0")
 
 
-# CUDAKIT_CHECK is read once, at import (reading os.environ on every call was a tenth of a small op's host time).
+# CUDAKIT_CHECK is read once, at import: os.environ is not read on every call (docs/NOTES.md, "Host time per call").
 CHECK_BY_DEFAULT = from_environment()
 
 

@@ -311,12 +311,13 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
     }
 }
 
-// ---- Column-major A with few rows whose columns are not whole 16-byte vectors (the column-major kernel would load
-// an element per lane): A is read as what it is in memory, one contiguous run of m * n elements, in 16-byte vectors,
-// THIN_UNROLL in flight per thread. Element f of the run is A[f % m][f / m]. The grid strides over the run by a
-// multiple of m elements (the host sizes it so), so each of a thread's W elements stays on one row and its column
-// steps by a constant. A block adds its threads' sums by row in a fixed order into dst[block * m + row], and the last
-// block to finish adds the blocks' sums, a warp per row, into out (a fixed order: deterministic).
+// ---- Column-major A with few rows (columns that are not whole 16-byte vectors, which the column-major kernel would
+// load an element per lane, and the shortest whole-vector columns): A is read as what it is in memory, one contiguous
+// run of m * n elements, in 16-byte vectors, THIN_UNROLL in flight per thread. Element f of the run is A[f % m][f / m].
+// The grid strides over the run by a multiple of m elements (the host sizes it so), so each of a thread's W elements
+// stays on one row and its column steps by a constant. A block adds its threads' sums by row in a fixed order into
+// dst[block * m + row], and the last block to finish adds the blocks' sums, a warp per row, into out (a fixed order:
+// deterministic).
 constexpr int THIN_UNROLL = 4;
 
 template <typename T>

@@ -24,7 +24,7 @@ SHAPES = [(1, 1), (1, 4097), (4097, 1), (7, 13), (97, 1013), (3, 100_003), (100_
           (2999, 16_385)]
 # n (C) or m (F) a multiple of 8: the 16-byte vector paths, split and unsplit; the last has rows of 64 KiB (a block
 # per row).
-FAST_PATH_SHAPES = [(8, 1 << 16), (1 << 16, 8), (40, 20_000), (20_000, 40), (512, 2048), (2048, 512), (3000, 32_768)]
+FAST_PATH_SHAPES = [(24, 1 << 16), (1 << 16, 8), (40, 20_000), (20_000, 40), (512, 2048), (2048, 512), (3000, 32_768)]
 DOT_SIZES = [1, 2, 3, 7, 8, 9, 31, 512, 513, 4097, 100_003, 1 << 20, (1 << 20) + 7, 1 << 24]
 
 
@@ -150,7 +150,7 @@ def test_matvec_16_bit_plans_take_8_wide_vectors_split_and_unsplit(name, order):
     for shape in FAST_PATH_SHAPES:
         A, x = draw(shape, dtype, shape[1], order), draw(shape[1], dtype, shape[1])
         p = mv.plan(A, x)
-        assert p.vector and ("colmajor" in p.kernel) == (order == "F" and shape[0] > 1), (shape, p)
+        assert p.vector and p.kernel.startswith("matvec_colmajor") == (order == "F" and shape[0] > 1), (shape, p)
         plans.append(p)
     assert any(p.chunks > 1 for p in plans) and any(p.chunks == 1 for p in plans)
     assert any(f", {mv.FAST_THREADS}, " in p.kernel for p in plans if "rowmajor" in p.kernel) == (order == "C")

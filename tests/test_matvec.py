@@ -13,9 +13,9 @@ VARIANTS = [v.name for v in cudakit.variants("matvec")]
 DTYPES = [np.float32, np.float64]
 SHAPES = [(1, 1), (1, 4097), (4097, 1), (7, 13), (97, 1013), (1024, 1024), (4097, 4097), (3, 100_003),
           (100_003, 3), (0, 5), (5, 0), (2999, 16_385)]
-# Aligned shapes that reach the fast kernels' vector paths, split (few rows or columns) and unsplit; the first and the
-# last have rows long enough for a block each (the last: more rows than resident blocks).
-FAST_PATH_SHAPES = [(8, 1 << 16), (1 << 16, 8), (40, 20_000), (20_000, 40), (512, 2048), (2048, 512), (3000, 16_384)]
+# Aligned shapes that reach the fast kernels' vector paths (not the thin kernel's), split (few rows or columns) and
+# unsplit; the first and the last have rows long enough for a block each (the last: more rows than resident blocks).
+FAST_PATH_SHAPES = [(24, 1 << 16), (1 << 16, 8), (40, 20_000), (20_000, 40), (512, 2048), (2048, 512), (3000, 16_384)]
 
 pytestmark = pytest.mark.gpu
 
@@ -50,7 +50,7 @@ def test_fast_path_shapes_cover_vector_split_and_unsplit_plans(dtype, order):
     for shape in FAST_PATH_SHAPES:
         A, x = random_array(shape, dtype, order), random_array(shape[1], dtype)
         p = mv.plan(A, x)
-        assert p.vector and ("colmajor" in p.kernel) == (order == "F" and shape[0] > 1), (shape, p)
+        assert p.vector and p.kernel.startswith("matvec_colmajor") == (order == "F" and shape[0] > 1), (shape, p)
         plans.append(p)
     assert any(p.chunks > 1 for p in plans) and any(p.chunks == 1 for p in plans)
 
@@ -161,7 +161,8 @@ def test_a_kept_launcher_follows_each_calls_operands(dtype, order, shape):
 
 
 THIN = [(3, 100_003), (9, 127_977), (31, 4099), (13, 1), (5, 7), (10, 1 << 20), (17, 65_537), (30, 333), (8, 5003),
-        (37, 50_001), (64, 30_000), (127, 10_007), (255, 4099), (256, 333)]
+        (16, 7001), (24, 7001), (37, 50_001), (39, 3001), (41, 3001), (64, 30_000), (127, 10_007), (255, 4099),
+        (256, 333)]  # (the limits' edges: 16 and 24 rows of whole vectors, 39 and 41 of elements)
 
 
 @pytest.mark.parametrize("limits", ["library", "widest"])

@@ -266,14 +266,15 @@ def test_every_block_order_is_exact(dtype, group_shift):
 def test_wide_matrices_go_down_32_tile_rows():
     """GPU-less: the block-order rule on an H100's numbers (132 SMs x 4 blocks of the float32 tile in flight)."""
     in_flight = 132 * 4
-    assert transpose_module.vec16_group_shift(True, 4, 16384 // 64, 64 * 4, in_flight, 16384 // 64) == 0  # square: row by row
-    assert transpose_module.vec16_group_shift(True, 4, 262144 // 64, 64 * 4, in_flight, 1024 // 64) == 5  # 1024 x 262144
-    assert transpose_module.vec16_group_shift(True, 4, 1024 // 64, 64 * 4, in_flight, 262144 // 64) == 0  # 262144 x 1024
+    shift = transpose_module.vec16_group_shift
+    assert shift(True, 4, 16384 // 64, 64 * 4, in_flight, 16384 // 64) == 0  # square: row by row
+    assert shift(True, 4, 262144 // 64, 64 * 4, in_flight, 1024 // 64) == 5  # 1024 x 262144
+    assert shift(True, 4, 1024 // 64, 64 * 4, in_flight, 262144 // 64) == 0  # 262144 x 1024
     few = transpose_module.GROUP_MIN_TILE_ROWS  # 64 x 341628: one tile row, row by row (the grid would be 32x)
-    assert transpose_module.vec16_group_shift(True, 4, 341628 // 64, 64 * 4, in_flight, 1) == 0
-    assert transpose_module.vec16_group_shift(True, 4, 341628 // 64, 64 * 4, in_flight, few - 1) == 0
-    assert transpose_module.vec16_group_shift(True, 4, 341628 // 64, 64 * 4, in_flight, few) == 5
-    shift = transpose_module.VEC16_MISALIGNED_GROUP_SHIFT[1]  # misaligned int8 goes down 32 tile rows, but not few
-    assert shift == 5 and (False, 0) in transpose_module.vec16_orders(1)
-    assert transpose_module.vec16_group_shift(False, 1, 10**4, 112, 0, few) == shift
-    assert transpose_module.vec16_group_shift(False, 1, 10**4, 112, 0, few - 1) == 0
+    assert shift(True, 4, 341628 // 64, 64 * 4, in_flight, 1) == 0
+    assert shift(True, 4, 341628 // 64, 64 * 4, in_flight, few - 1) == 0
+    assert shift(True, 4, 341628 // 64, 64 * 4, in_flight, few) == 5
+    misaligned = transpose_module.VEC16_MISALIGNED_GROUP_SHIFT[1]  # int8 goes down 32 tile rows, but not few
+    assert misaligned == 5 and (False, 0) in transpose_module.vec16_orders(1)
+    assert shift(False, 1, 10**4, 112, 0, few) == misaligned
+    assert shift(False, 1, 10**4, 112, 0, few - 1) == 0

@@ -88,8 +88,8 @@ def drop_in_shapes(small: bool) -> int:
     runs = 0
     for dtype in (np.int8, np.float16, np.float32, np.float64):
         for shape in ((3, 1001), (1001, 3), (31, 4099), (4099, 31), (2, 33), (1, 77), (15, 5939), (27725, 23),
-                      (3, 1004), (1004, 3), (5, 4100), (4100, 8), (8, 4100), (65, 4099)):  # words: the packed tile, columns;
-            # (65, 4099): misaligned vec16 tiles of one tile row
+                      (3, 1004), (1004, 3), (5, 4100), (4100, 8), (8, 4100),  # words: the packed tile, columns
+                      (65, 4099)):  # misaligned vec16 tiles of one tile row
             cudakit.transpose(rand(shape, dtype), check=True)
             runs += 1
         for shape, axes in (((3, 37, 41, 3), (0, 3, 1, 2)), ((3, 3, 37, 41), (0, 2, 3, 1)),
@@ -108,7 +108,8 @@ def drop_in_shapes(small: bool) -> int:
         for m, k, n in ((4099, 3, 7), (4097, 14, 32), (9, 5, 4100), (31, 12, 4101),  # the skinny kernel, both ways
                         (8, 5000, 13), (3, 9001, 16),  # the dots kernel
                         (131, 2049, 9), (9, 2049, 131), (67, 3001, 29), (29, 3001, 67),  # narrow tiles, split k
-                        (300, 7, 301), (1, 9001, 9), (13, 9001, 1)):  # short k (FP64); the thin matvec kernel
+                        (300, 7, 301), (1, 9001, 9), (13, 9001, 1),  # short k (FP64); the thin matvec kernel
+                        (1, 9001, 8), (37, 9001, 1)):  # ... on columns of whole vectors, and past 32 rows
             for order in ("C", "F"):
                 cudakit.matmul(rand((m, k), dtype, order), rand((k, n), dtype, order), check=True)
                 runs += 1
@@ -122,7 +123,8 @@ def drop_in_shapes(small: bool) -> int:
         for m, n in ((4099, 8), (4099, 28), (4097, 20), (4099, 5), (4099, 30), (5000, 13)):  # short rows (_short_rows)
             cudakit.matvec(rand((m, n), dtype), rand(n, dtype), check=True)
             runs += 1
-        for m, n in ((20001, 9), (1001, 1003), (25, 70001)):  # column-major element loads; the thin kernel's grid
+        for m, n in ((20001, 9), (1001, 1003), (25, 70001), (16, 70001)):  # column-major element loads; the thin
+            # kernel's grid (on rows that are not whole vectors and on 16 that are)
             cudakit.matvec(rand((m, n), dtype, "F"), rand(n, dtype), check=True)
             runs += 1
         cudakit.matvec(rand((3, 40, 33), dtype), rand((3, 33), dtype), check=True)
