@@ -11,12 +11,8 @@ class CheckError(AssertionError):
     """A kernel's result disagreed with the float64 reference beyond the dtype's tolerance."""
 
 
-def from_environment() -> bool:
-    return os.environ.get("CUDAKIT_CHECK", "") not in ("", "0")
-
-
 # CUDAKIT_CHECK is read once, at import: os.environ is not read on every call (docs/NOTES.md, "Host time per call").
-CHECK_BY_DEFAULT = from_environment()
+CHECK_BY_DEFAULT = os.environ.get("CUDAKIT_CHECK", "") not in ("", "0")
 
 
 def enabled(check: bool | None) -> bool:

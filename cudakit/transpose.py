@@ -395,7 +395,7 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
             return out
         src = a
         if not (_args.is_c_contiguous(a) and a.data.ptr % a.itemsize == 0):
-            if a.transpose(axes).flags.c_contiguous:  # the result is a's bytes in a's order (an F-order matrix)
+            if _args.is_c_contiguous(a.transpose(axes)):  # the result is a's bytes in a's order (an F-order matrix)
                 perm = ()
             else:
                 src = a.copy(order="C")
