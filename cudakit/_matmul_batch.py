@@ -103,9 +103,10 @@ SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers
 # do, whatever C's size.
 SHORT_K_F64 = 32
 SHORT_K_F64_BATCH = 16
-# FP32 products (2-D, both sides of C past _tune.NARROW_SIDE) at most SHORT_K_F32 deep likewise: the register tiles
-# store C slower there (and faster from k = 24 on, against the 32 x 64 tile).
-SHORT_K_F32 = 16
+# FP32 products (2-D, both sides of C past _tune.NARROW_SIDE) at most SHORT_K_F32 deep likewise: the wide short-k
+# tiles below stored C faster than the register tiles at every k timed up to it, slower from k = 32 on (docs/NOTES.md,
+# "FP32 short k past 16").
+SHORT_K_F32 = 31
 SHORT_K_TILE = (32, 64)
 # FP32's short-k tiles: more of C per block stores it faster; of the two, the one that pads C least, the wider on a
 # tie (docs/NOTES.md, "FP32 short k on wider tiles").
