@@ -114,10 +114,17 @@ SHORT_K_TILES_F32 = ((64, 128), (64, 64))
 
 
 def short_k_tile(itemsize: int, m: int, n: int) -> tuple[int, int]:
-    """The small-product kernel's tile for a 2-D product with a short k (see SHORT_K_F64, SHORT_K_TILES_F32)."""
-    if itemsize != 4:
+    """The small-product kernel's tile for a 2-D product with a short k (see SHORT_K_F64, SHORT_K_TILES_F32). An FP64
+    C at most half SHORT_K_TILE wide takes the tile padding C least (on a tie the taller, then the wider): rows
+    padded to SHORT_K_TILE's width would write mostly padding (docs/NOTES.md, "FP64 short k on a narrow C")."""
+    def padded(t):
+        return -(-m // t[0]) * t[0] * -(-n // t[1]) * t[1]
+
+    if itemsize == 4:
+        return min(SHORT_K_TILES_F32, key=padded)
+    if 2 * n > SHORT_K_TILE[1]:
         return SHORT_K_TILE
-    return min(SHORT_K_TILES_F32, key=lambda t: -(-m // t[0]) * t[0] * -(-n // t[1]) * t[1])
+    return min((t for t in SMALL_TILES if t not in SMALL_WIDE), key=lambda t: (padded(t), -t[0], -t[1]))
 
 
 # Batches of products whose C is at most BATCH_DOTS_MAX_SIDE on both sides (not one row or column), too deep for the
