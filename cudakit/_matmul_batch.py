@@ -100,12 +100,12 @@ SMALL_MAX_MACS = 2**17
 SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers in FP64: FP32 only
 # FP64 products at most SHORT_K_F64 deep (batches: SHORT_K_F64_BATCH) are bound by writing C: the small-product
 # kernel's 32 x 64 tile, whose warps store whole rows of C, writes it faster than the tensor-core tiles' fragments
-# do, whatever C's size.
+# do, whatever C's size (a 2-D C at most 32 wide: the small tile padding it least, short_k_tile).
 SHORT_K_F64 = 32
 SHORT_K_F64_BATCH = 16
 # FP32 products (2-D, both sides of C past _tune.NARROW_SIDE) at most SHORT_K_F32 deep likewise: the wide short-k
-# tiles below stored C faster than the register tiles at every k timed up to it, slower from k = 32 on (docs/NOTES.md,
-# "FP32 short k past 16").
+# tiles below stored C faster than the register tiles at every k timed up to it, slower on 8192 x 8192 from k = 32
+# on (docs/NOTES.md, "FP32 short k past 16").
 SHORT_K_F32 = 31
 SHORT_K_TILE = (32, 64)
 # FP32's short-k tiles: more of C per block stores it faster; of the two, the one that pads C least, the wider on a

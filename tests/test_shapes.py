@@ -339,8 +339,8 @@ def test_one_row_or_column_of_c_reads_a_column_major_operand_as_one_run(dtype, m
 
 
 SHORT_K_F64 = [(3288, 4, 4001), (220, 2, 7333), (17, 32, 3000), (999, 1, 1001), (2617, 23, 389), (40, 9, 70),
-               (5001, 25, 10)]
-SHORT_K_F32 = [(161372, 1, 176), (3000, 3, 5001), (999, 1, 1001), (40, 8, 70), (658, 17, 8081), (3001, 31, 2999)]
+               (5001, 25, 10), (6400, 20, 24)]
+SHORT_K_F32 = [(161372, 1, 176), (3000, 3, 5001), (999, 1, 1001), (40, 8, 70), (658, 17, 8192), (3001, 31, 2999)]
 
 
 @pytest.mark.gpu
@@ -383,6 +383,9 @@ def test_fp32_short_k_takes_the_tile_padding_c_least_and_fp64_its_own():
     tile = _matmul_batch.short_k_tile
     assert tile(8, 8192, 8192) == _matmul_batch.SHORT_K_TILE and tile(8, 3000, 33) == _matmul_batch.SHORT_K_TILE
     assert tile(8, 567234, 10) == (64, 16) and tile(8, 5001, 20) == (32, 32)  # a narrow C: less padding
+    assert tile(8, 6400, 32) == (64, 32) and tile(8, 5001, 32) == (32, 32)  # a tie: the taller, then the wider
+    assert {tile(8, m, n) for m, _, n in SHORT_K_F64} == {_matmul_batch.SHORT_K_TILE, (64, 16), (64, 32)}
+    assert tile(4, 658, 8192) == (64, 128) and tile(4, 3001, 2999) == (64, 64)  # both past k = 16 on the GPU
     assert tile(4, 8192, 8192) == (64, 128) and tile(4, 40, 70) == (64, 128)  # a tie: the wider
     assert tile(4, 161372, 176) == (64, 64) and tile(4, 3001, 2999) == (64, 64)
     assert {tile(4, m, n) for m, _, n in SHORT_K_F32} == set(_matmul_batch.SHORT_K_TILES_F32)  # the GPU test runs both
