@@ -258,6 +258,8 @@ def _wide_takes(dtype, m: int, n: int, k: int, count: int, vectors: bool, device
         return None
     if count == 1:  # the model weighs it beside SMALL_K_TILE
         return tile if _tune.WIDE_MIN_K <= k <= _tune.WIDE_SHORT_MAX_K else None
+    if min(m, n) <= _tune.NARROW_SIDE:  # its 128 x 128 tiles would be mostly padding: the narrow tiles weigh in
+        return None
     grid = count * -(-m // tile.bm) * -(-n // tile.bn)
     fills = grid >= resident_tiles(tile, dtype, device_id)
     return tile if _tune.WIDE_MIN_K <= k <= _tune.WIDE_BATCH_MAX_K and fills else None

@@ -229,6 +229,7 @@ def test_the_wide_tile_is_planned_by_its_rule(monkeypatch):
         assert mm.plan(0, f32, 512, 512, 32, vectors=True)[0] == short_k  # a grid of 16 wide tiles
         assert mm.plan(0, f32, 4096, 4096, 200, vectors=True)[0] != wide  # mid k, one product
         assert mm.plan(0, f32, 512, 512, 512, 64, vectors=True) == (wide, 1, 512)  # a batch
+        assert mm.plan(0, f32, 17, 240, 212, 2281, vectors=True)[0] != wide  # a batch of a narrow C
         assert mm.plan(0, f32, 512, 512, 512, 64)[0] != wide
         assert mm.plan(0, f32, 512, 512, 512, 2, vectors=True)[0] != wide  # 32 tiles: short of a round
         assert mm.plan(0, f32, 512, 512, 2048, 64, vectors=True)[0] != wide  # past WIDE_BATCH_MAX_K
