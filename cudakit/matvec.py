@@ -62,9 +62,10 @@ SHORT_ELEMENT_ROW_BYTES = 128
 # block per tile, none striding): faster than lanes by bytes on the persistent grid on rows of 13, 22 and 30, slower
 # on 7 (docs/NOTES.md, "matvec.py: short element rows").
 PLAIN_ELEMENT_ROW_BYTES = 48
-# Row-major rows of elements (not whole 16-byte vectors) from SHORT_ELEMENT_ROW_BYTES to STAGED_ROW_BYTES take
+# Row-major rows of elements (not whole 16-byte vectors) from SHORT_ELEMENT_ROW_BYTES to under STAGED_ROW_BYTES take
 # matvec_rows_staged: a block's rows copied to shared memory as one run of 16-byte loads, where lanes along each row
 # load single elements from lines that other lanes' loads share. NOT YET MEASURED (branch next/matvec-staged-rows).
+# (A block's rows and the run's alignment must fit sm_75's 64 KiB of shared memory a block.)
 STAGED_ROW_BYTES = 256
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
 ALL_DTYPES = ("float32", "float64") + _args.HALVES  # the non-seed variants'; 16-bit: float sums, rounded once
@@ -170,7 +171,8 @@ def plan(A, x, *, split: bool = True, **tuning) -> Plan:
     """The fast variant's launch plan for A @ x (A C- or F-contiguous, x contiguous), cached per shape and layout.
 
     tuning (for tools/matvec_probe.py): row_unroll, row_group, block_rows, cached, col_unroll, col_lanes,
-    persistent, balanced, blocks_per_sm.
+    persistent, balanced, blocks_per_sm; staged=False keeps short element rows off matvec_rows_staged (the row
+    knobs apply only then).
     """
     col_major = _col_major(A)
     aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)
@@ -250,7 +252,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
 def takes_staged(n: int, itemsize: int, aligned: bool) -> bool:
     """Whether row-major rows of n elements take matvec_rows_staged (see STAGED_ROW_BYTES)."""
     vector = aligned and (n * itemsize) % 16 == 0
-    return not vector and SHORT_ELEMENT_ROW_BYTES <= n * itemsize <= STAGED_ROW_BYTES
+    return not vector and SHORT_ELEMENT_ROW_BYTES <= n * itemsize < STAGED_ROW_BYTES
 
 
 def staged_shared_bytes(n: int, itemsize: int) -> int:
