@@ -62,6 +62,11 @@ SHORT_ELEMENT_ROW_BYTES = 128
 # block per tile, none striding): faster than lanes by bytes on the persistent grid on rows of 13, 22 and 30, slower
 # on 7 (docs/NOTES.md, "matvec.py: short element rows").
 PLAIN_ELEMENT_ROW_BYTES = 48
+# Row-major rows of elements (not whole 16-byte vectors) from SHORT_ELEMENT_ROW_BYTES to under STAGED_ROW_BYTES take
+# matvec_rows_staged: a block's rows copied to shared memory as one run of 16-byte loads, where lanes along each row
+# load single elements from lines that other lanes' loads share. NOT YET MEASURED (branch next/matvec-staged-rows).
+# (A block's rows and the run's alignment must fit sm_75's 64 KiB of shared memory a block.)
+STAGED_ROW_BYTES = 256
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
 ALL_DTYPES = ("float32", "float64") + _args.HALVES  # the non-seed variants'; 16-bit: float sums, rounded once
 
@@ -79,6 +84,7 @@ def instantiations(dtype) -> tuple[str, ...]:
     names += [instantiation("matvec_rowmajor", ct, *plan, True) for plan in _short_row_plans(itemsize)]
     names += [instantiation("matvec_colmajor", ct, v, r, COL_UNROLL) for v in (True, False) for r in ROW_LANES]
     names.append(instantiation("matvec_thin_colmajor", ct))
+    names.append(instantiation("matvec_rows_staged", ct))
     return tuple(dict.fromkeys(names))
 
 
@@ -165,7 +171,8 @@ def plan(A, x, *, split: bool = True, **tuning) -> Plan:
     """The fast variant's launch plan for A @ x (A C- or F-contiguous, x contiguous), cached per shape and layout.
 
     tuning (for tools/matvec_probe.py): row_unroll, row_group, block_rows, cached, col_unroll, col_lanes,
-    persistent, balanced, blocks_per_sm.
+    persistent, balanced, blocks_per_sm; staged=False keeps short element rows off matvec_rows_staged (the row
+    knobs apply only then).
     """
     col_major = _col_major(A)
     aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)
@@ -180,6 +187,8 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     knobs = dict(tuning)
     m, n = shape
     width = 16 // dtype.itemsize
+    if not col_major and takes_staged(n, dtype.itemsize, aligned) and knobs.get("staged", True):
+        return _staged_plan(m, n, dtype, device_id)
     if not col_major:
         vector = aligned and n % width == 0
         nv = n // width if vector else n
@@ -240,6 +249,27 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     return Plan(name, vector, tiles, grid, chunks, chunk)
 
 
+def takes_staged(n: int, itemsize: int, aligned: bool) -> bool:
+    """Whether row-major rows of n elements take matvec_rows_staged (see STAGED_ROW_BYTES)."""
+    vector = aligned and (n * itemsize) % 16 == 0
+    return not vector and SHORT_ELEMENT_ROW_BYTES <= n * itemsize < STAGED_ROW_BYTES
+
+
+def staged_shared_bytes(n: int, itemsize: int) -> int:
+    return (FAST_THREADS * n + 16 // itemsize) * itemsize
+
+
+def _staged_plan(m: int, n: int, dtype, device_id: int) -> Plan:
+    """matvec_rows_staged's plan: a tile of FAST_THREADS rows a block, one resident wave striding over the tiles,
+    balanced (as few blocks as give the same rounds)."""
+    name = instantiation("matvec_rows_staged", dtype)
+    fn = _kernel(name, dtype)
+    resident = max(1, resident_blocks(fn, FAST_THREADS, staged_shared_bytes(n, dtype.itemsize))) * sm_count(device_id)
+    tiles = -(-m // FAST_THREADS)
+    grid = min(tiles, resident)
+    return Plan(name, False, tiles, -(-tiles // -(-tiles // grid)), 1, n)
+
+
 def takes_thin(m: int, width: int) -> bool:
     """Whether an aligned column-major matrix of m rows (width elements a 16-byte vector) takes the thin kernel."""
     return 1 < m <= min(FAST_THREADS, THIN_MAX_ROWS if m % width else THIN_MAX_VECTOR_ROWS)
@@ -273,6 +303,12 @@ def launcher(A, p: Plan, x_rows: int = 1, x_step: int = 0):
             sums, counter = workspace(sums_bytes, counters=1)
             launch(fn, (p.grid,), (FAST_THREADS,), (a_ptr, x_ptr, m, n, sums, out_ptr, counter))
         return run_thin
+    if p.kernel.startswith("matvec_rows_staged"):
+        shared = staged_shared_bytes(n, A.itemsize)
+
+        def run_staged(a_ptr: int, x_ptr: int, out_ptr: int) -> None:
+            launch(fn, (p.grid,), (FAST_THREADS,), (a_ptr, x_ptr, m, n, out_ptr, x_rows, x_step), shared)
+        return run_staged
     grid, chunk, tiles = (p.grid, p.chunks), p.chunk, p.tiles
     tail = (0, 0) if _col_major(A) else (x_rows, x_step)
     sums_bytes = p.chunks * m * max(4, A.itemsize)  # partial sums in the accumulator type (float for 16-bit types)

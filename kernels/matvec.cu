@@ -206,6 +206,60 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
     }
 }
 
+// Fast, row-major A of short rows of elements: a block copies FAST_THREADS whole rows, one contiguous run of A, into
+// shared memory with 16-byte loads (coalesced whatever the row length and where the run starts), then each thread
+// sums one row from there. A row of even length starts at a column rotated by its thread, so that the lanes of a
+// warp read different banks. Row r reads its x as in matvec_rowmajor (x_rows, x_step). Dynamic shared memory:
+// FAST_THREADS * n + Vec16 elements (the run's first whole vector lands 16-byte aligned).
+const int STAGE_UNROLL = 4;  // 16-byte loads in flight per thread while a tile is copied
+template <typename T>
+__global__ void __launch_bounds__(FAST_THREADS) matvec_rows_staged(const T* __restrict__ A, const T* __restrict__ x,
+                                                                   index_t m, index_t n, T* __restrict__ out,
+                                                                   index_t x_rows, index_t x_step) {
+    typedef typename Accum<T>::type S;
+    constexpr int W = 16 / (int)sizeof(T);
+    extern __shared__ uint4 staged_vectors[];
+    const int t = threadIdx.x, row_length = (int)n;
+    for (index_t tile = blockIdx.x; tile * FAST_THREADS < m; tile += gridDim.x) {
+        const index_t row0 = tile * FAST_THREADS;
+        const int rows = m - row0 < FAST_THREADS ? (int)(m - row0) : FAST_THREADS;
+        const int count = rows * row_length;
+        const T* run = A + row0 * n;
+        const int lead = (int)(reinterpret_cast<size_t>(run) % 16 / sizeof(T));  // elements before run in its vector
+        const int head = lead ? (W - lead < count ? W - lead : count) : 0;  // elements before the first whole vector
+        const int vectors = (count - head) / W;
+        T* const staged = reinterpret_cast<T*>(staged_vectors) + lead;  // element e of the run at staged[e]
+        const uint4* src = reinterpret_cast<const uint4*>(run + head);
+        uint4* dst = reinterpret_cast<uint4*>(staged + head);
+        for (int v = t; v < vectors; v += FAST_THREADS * STAGE_UNROLL) {
+            uint4 chunk[STAGE_UNROLL];
+#pragma unroll
+            for (int u = 0; u < STAGE_UNROLL; ++u)
+                if (v + u * FAST_THREADS < vectors) chunk[u] = __ldcs(src + v + u * FAST_THREADS);
+#pragma unroll
+            for (int u = 0; u < STAGE_UNROLL; ++u)
+                if (v + u * FAST_THREADS < vectors) dst[v + u * FAST_THREADS] = chunk[u];
+        }
+        const int tail = head + vectors * W;  // the elements past the last whole vector: fewer than W
+        if (t < head) staged[t] = run[t];
+        else if (t - head < count - tail) staged[tail + t - head] = run[tail + t - head];
+        __syncthreads();
+        if (t < rows) {
+            const index_t row = row0 + t;
+            const T* xr = x_step ? x + row / x_rows * x_step : x;
+            const T* a = staged + t * row_length;
+            int c = row_length % 2 ? 0 : t % row_length;
+            S acc = 0;
+            for (int j = 0; j < row_length; ++j) {
+                acc += to_float(a[c]) * to_float(__ldg(xr + c));
+                if (++c == row_length) c = 0;
+            }
+            out[row] = from_float<T>(acc);
+        }
+        __syncthreads();  // the next tile's copies overwrite these rows
+    }
+}
+
 // Fast, column-major A: threads run down the columns (RL lanes of W consecutive rows each: coalesced 16-byte
 // loads), the block's other FAST_THREADS / RL lanes take different columns of the same rows (so a short column
 // still gives a full block), UNROLL columns in flight per thread. The column lanes are added in shared memory in

@@ -223,6 +223,34 @@ def test_short_rows_take_their_lanes_and_unroll(dtype):
     assert len({s for v, s in taken if not v}) >= 3, taken
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [np.float16])
+def test_short_element_rows_are_staged_in_shared_memory(dtype):
+    """Row-major rows of elements from SHORT_ELEMENT_ROW_BYTES to under STAGED_ROW_BYTES take matvec_rows_staged:
+    odd and even lengths (an even one starts each row at a rotated column), runs starting anywhere in a 16-byte
+    vector, a last tile short of FAST_THREADS rows, more tiles than resident blocks, and a stacked batch with an x
+    per matrix; outputs poisoned."""
+    import cupy
+
+    item = np.dtype(dtype).itemsize
+    width = 16 // item
+    shortest, longest = mv.SHORT_ELEMENT_ROW_BYTES // item, mv.STAGED_ROW_BYTES // item - 1
+    for n, m in ((shortest + 1, 300_001), (longest, 4099), (shortest, 257), (longest - 1, 1031), (shortest + 3, 1)):
+        flat = random_array(m * n + width, dtype)
+        for lead in range(width) if m < 300_000 else (1,):  # the run's start 0 to width - 1 elements into a vector
+            A, x = flat[lead:lead + m * n].reshape(m, n), random_array(n, dtype)
+            staged = mv.plan(A, x).kernel.startswith("matvec_rows_staged")
+            assert staged == bool(lead or n % width), (n, lead, mv.plan(A, x))  # (aligned vector rows: not staged)
+            _check_result(A, x, "fast", f"staged {m}x{n} at {lead}")
+    A = random_array(1031 * (longest + 1) + 1, dtype)[1:].reshape(1031, longest + 1)  # STAGED_ROW_BYTES: not staged
+    assert not mv.plan(A, random_array(longest + 1, dtype)).kernel.startswith("matvec_rows_staged")
+    A, x = random_array((3, 1000, shortest + 3), dtype), random_array((3, shortest + 3), dtype)
+    assert mv.plan(A[0], x[0]).kernel.startswith("matvec_rows_staged")
+    out = poisoned((3, 1000), dtype)
+    cudakit.matvec(A, x, out=out)
+    ref = cupy.einsum("bij,bj->bi", A.astype(cupy.float64), x.astype(cupy.float64))
+    assert_close(out, ref, dtype, shortest + 3, "staged batch")
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_matvec_is_deterministic(variant):
     for shape, order in [((16, 1 << 16), "C"), ((1 << 16, 16), "F"), ((4097, 4097), "C")]:

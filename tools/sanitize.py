@@ -123,6 +123,12 @@ def drop_in_shapes(small: bool) -> int:
         for m, n in ((4099, 8), (4099, 28), (4097, 20), (4099, 5), (4099, 30), (5000, 13)):  # short rows (_short_rows)
             cudakit.matvec(rand((m, n), dtype), rand(n, dtype), check=True)
             runs += 1
+        # rows staged in shared memory, one element off 16 bytes: odd and even lengths in each dtype, the longest
+        # rows, and more tiles than resident blocks (each block's second tile after its first)
+        for m, row_bytes in ((70001, 200), (1031, 140), (257, 248), (300001, 132)):
+            n = row_bytes // np.dtype(dtype).itemsize
+            cudakit.matvec(rand((m * n + 1,), dtype)[1:].reshape(m, n), rand(n, dtype), check=True)
+            runs += 1
         for m, n in ((20001, 9), (1001, 1003), (25, 70001), (16, 70001)):  # column-major element loads; the thin
             # kernel's grid (on rows that are not whole vectors and on 16 that are)
             cudakit.matvec(rand((m, n), dtype, "F"), rand(n, dtype), check=True)
