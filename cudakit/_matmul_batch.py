@@ -194,17 +194,32 @@ def small_lda(bm: int, itemsize: int) -> int:
 # Batches of products at most TINY_MAX_SIDE on both sides of C and TINY_MAX_K deep, their rows of A and B
 # contiguous, take the tiny-product kernel: a block per product, each thread 4 columns of C by BM / 8 rows, where the
 # small-product kernel's threads keep one column each and issue two reads per OUT multiply-adds.
+# A deeper k takes it too, TINY_CHUNK at a time, in a batch of at least TINY_LONG_K_PER_SM products an SM (a block
+# each; the dots kernel splits k for fewer). NOT YET MEASURED (branch next/tiny-long-k).
 TINY_TILES = ((16, 16), (32, 16), (16, 32), (32, 32))
 TINY_MAX_SIDE = 32
 TINY_MAX_K = 64
+TINY_LONG_K_PER_SM = 8
 TINY_COLS = 4  # as in matmul.cu
+TINY_CHUNK = 64  # as in matmul.cu
 
 
-def tiny_tile(m: int, n: int, k: int) -> tuple[int, int] | None:
-    """The tiny-product kernel's tile (a whole C) for m x k x n products, or None where it does not take them."""
-    if max(m, n) > TINY_MAX_SIDE or min(m, n) == 1 or k > TINY_MAX_K:
+def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0) -> tuple[int, int] | None:
+    """The tiny-product kernel's tile (a whole C) for a batch of m x k x n products, products_per_sm of them an SM,
+    or None where it does not take them."""
+    if max(m, n) > TINY_MAX_SIDE or min(m, n) == 1:
+        return None
+    if k > TINY_MAX_K and products_per_sm < TINY_LONG_K_PER_SM:
         return None
     return 16 if m <= 16 else 32, 16 if n <= 16 else 32
+
+
+def tiny_reads(a0, b0) -> bool:
+    """Whether the tiny-product kernel reads a0 and b0 in place: their rows contiguous, whole elements apart."""
+    item = a0.itemsize
+    if (a0.shape[1] > 1 and a0.strides[1] != item) or (b0.shape[1] > 1 and b0.strides[1] != item):
+        return False
+    return all(x.shape[0] == 1 or (x.strides[0] >= 0 and x.strides[0] % item == 0) for x in (a0, b0))
 
 
 def tiny_expression(dtype, tile: tuple[int, int], vec: bool) -> str:
@@ -217,16 +232,14 @@ def tiny_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: 
     m, k = a0.shape
     n = b0.shape[1]
     item = a0.itemsize
-    if (k > 1 and a0.strides[1] != item) or (n > 1 and b0.strides[1] != item):
+    if not tiny_reads(a0, b0):
         return None
     lda, ldb = (x.strides[0] // item if x.shape[0] > 1 else 0 for x in (a0, b0))
-    if lda < 0 or ldb < 0 or a0.strides[0] % item or b0.strides[0] % item:
-        return None
     per_vector = 16 // item
     vec = all(v % per_vector == 0 for v in (lda, ldb, steps[0], steps[1])) and a0.data.ptr % 16 == b0.data.ptr % 16 == 0
     vec_c = n % TINY_COLS == 0 and steps[2] % per_vector == 0 and c_ptr % 16 == 0
     fn = kernel(mm.FAMILY, tiny_expression(a0.dtype, tile, vec), mm.seed_instantiations(a0.dtype))
-    kw = -(-k // per_vector) * per_vector
+    kw = -(-min(k, TINY_CHUNK) // per_vector) * per_vector
     pitch = kw + per_vector if kw % (2 * per_vector) == 0 else kw
     shared = (tile[0] * pitch + kw * tile[1]) * item
     threads = 8 * tile[1] // TINY_COLS
@@ -245,9 +258,11 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     item = a.itemsize
     strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
-    tiny = tiny_tile(m, n, k)
-    small = None if tiny else small_tile(m, n, k, item)
     device_id, products = c.data.device_id, count * math.prod(s for s, *_ in outer)
+    tiny = tiny_tile(m, n, k, products / mm.sm_count(device_id))
+    if tiny and k > TINY_MAX_K and not tiny_reads(a0, b0):  # (the small-product kernel, its fallback, takes k whole)
+        tiny = None
+    small = None if tiny else small_tile(m, n, k, item)
     steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))  # every A and B offset
     even = all(st % 2 == 0 for st in steps)
     dots = not tiny and not small and batch_dots_takes(m, k, n, products, device_id, c.dtype)

@@ -948,15 +948,17 @@ __global__ void __launch_bounds__(SMALL_THREADS) matmul_batched_small(const T* _
     }
 }
 
-// ---- Batches of tiny products (m <= BM, n <= BN, both at most 32; k short; rows of A and B contiguous): one block
-// per product, 8 x BN / 4 threads. The block copies A (m x k) and B (k x n) whole into shared memory as they lie,
-// rows padded: 16 bytes a cp.async where every row starts on 16 bytes (VEC), else an element at a time. Thread
-// (ty, tx) keeps rows ty, ty + 8, ... and columns 4 tx .. 4 tx + 3 of C: per W-deep step of k one vector read per
-// row of A and W reads of its 4 columns of B, for BM / 8 * 4 * W multiply-adds (the small-product kernel's threads
-// do 1 * OUT per two reads). A warp's reads of A hit consecutive rows, which a pitch of 4 (mod 8) words spreads over
-// distinct banks.
+// ---- Batches of tiny products (m <= BM, n <= BN, both at most 32; rows of A and B contiguous): one block per
+// product, 8 x BN / 4 threads. The block copies A (m x k) and B (k x n) into shared memory as they lie, TINY_CHUNK of
+// k at a time (a short k whole), rows padded: 16 bytes a cp.async where every row starts on 16 bytes (VEC), else an
+// element at a time. Thread (ty, tx) keeps rows ty, ty + 8, ... and columns 4 tx .. 4 tx + 3 of C: per W-deep step
+// of k one vector read per row of A and W reads of its 4 columns of B, for BM / 8 * 4 * W multiply-adds (the
+// small-product kernel's threads do 1 * OUT per two reads). A warp's reads of A hit consecutive rows, which a pitch
+// of 4 (mod 8) words spreads over distinct banks.
 constexpr int TINY_ROW_THREADS = 8;
 constexpr int TINY_COLS = 4;
+constexpr int TINY_CHUNK = 64;  // the depth of k staged at once: a longer k is summed chunk by chunk
+static_assert(TINY_CHUNK % Vec16<float>::n == 0, "every chunk but the last starts on a whole 16-byte vector");
 
 template <typename T>
 __device__ __forceinline__ void copy_chunk_async(T* shared_dst, const T* src, int bytes) {  // bytes < 16: zero-filled
@@ -978,9 +980,10 @@ __global__ void __launch_bounds__(TINY_ROW_THREADS * BN / TINY_COLS) matmul_batc
     union Lanes { V vector; T lane[Vec16<T>::n]; };
     constexpr int W = Vec16<T>::n, TM = BM / TINY_ROW_THREADS, TX = BN / TINY_COLS, THREADS = TINY_ROW_THREADS * TX;
     static_assert(BM % TINY_ROW_THREADS == 0 && BN % TINY_COLS == 0 && TINY_COLS % W == 0, "tile shape");
-    const int kw = (k + W - 1) / W * W;  // k in whole vectors; A's tail and B's rows past k are zeros
-    const int pitch = kw % (2 * W) == 0 ? kw + W : kw;  // W (mod 2 W) elements: 4 (mod 8) words
-    T* const As = tile_shared<T>(BM * pitch + kw * BN);  // BM rows of `pitch`, then kw rows of BN
+    const int chunk = k < TINY_CHUNK ? k : TINY_CHUNK;  // the depth staged at once
+    const int chunk_w = (chunk + W - 1) / W * W;
+    const int pitch = chunk_w % (2 * W) == 0 ? chunk_w + W : chunk_w;  // W (mod 2 W) elements: 4 (mod 8) words
+    T* const As = tile_shared<T>(BM * pitch + chunk_w * BN);  // BM rows of `pitch`, then chunk_w rows of BN
     T* const Bs = As + BM * pitch;
 
     const index_t z = blockIdx.x;
@@ -988,52 +991,61 @@ __global__ void __launch_bounds__(TINY_ROW_THREADS * BN / TINY_COLS) matmul_batc
     B += z * batch_b;
     C += z * batch_c;
     const int t = threadIdx.x;
-    if (VEC) {
-        const int a_chunks = kw / W, b_chunks = (n + W - 1) / W;
-        for (int e = t; e < m * a_chunks; e += THREADS) {
-            const int i = e / a_chunks, p = (e - i * a_chunks) * W;
-            copy_chunk_async(As + i * pitch + p, A + i * lda + p, (k - p < W ? k - p : W) * (int)sizeof(T));
-        }
-        for (int e = t; e < k * b_chunks; e += THREADS) {
-            const int p = e / b_chunks, j = (e - p * b_chunks) * W;
-            copy_chunk_async(Bs + p * BN + j, B + p * ldb + j, (n - j < W ? n - j : W) * (int)sizeof(T));
-        }
-        for (int e = t; e < (kw - k) * BN; e += THREADS) Bs[k * BN + e] = T(0);
-    } else {
-        for (int e = t; e < m * kw; e += THREADS) {
-            const int i = e / kw, p = e - i * kw;
-            if (p < k) copy_element_async(As + i * pitch + p, A + i * lda + p);
-            else As[i * pitch + p] = T(0);
-        }
-        for (int e = t; e < kw * n; e += THREADS) {
-            const int p = e / n, j = e - p * n;
-            if (p < k) copy_element_async(Bs + p * BN + j, B + p * ldb + j);
-            else Bs[p * BN + j] = T(0);
-        }
-    }
-    copies_arrived();
-
     const int tx = t % TX, ty = t / TX;
     T acc[TM][TINY_COLS];
 #pragma unroll
     for (int r = 0; r < TM; ++r)
 #pragma unroll
         for (int c = 0; c < TINY_COLS; ++c) acc[r][c] = T(0);
-    for (int kk = 0; kk < kw; kk += W) {
-        Lanes a[TM], b[W][TINY_COLS / W];
+    for (int k0 = 0; k0 < k; k0 += chunk) {
+        const int depth = k - k0 < chunk ? k - k0 : chunk;
+        const int kw = (depth + W - 1) / W * W;  // this chunk in whole vectors; A's tail and B's rows past it zeros
+        const T* a = A + k0;
+        const T* b = B + (index_t)k0 * ldb;
+        if (k0) __syncthreads();  // every thread is done with the previous chunk
+        if (VEC) {
+            const int a_chunks = kw / W, b_chunks = (n + W - 1) / W;
+            for (int e = t; e < m * a_chunks; e += THREADS) {
+                const int i = e / a_chunks, p = (e - i * a_chunks) * W;
+                const int bytes = (depth - p < W ? depth - p : W) * (int)sizeof(T);
+                copy_chunk_async(As + i * pitch + p, a + i * lda + p, bytes);
+            }
+            for (int e = t; e < depth * b_chunks; e += THREADS) {
+                const int p = e / b_chunks, j = (e - p * b_chunks) * W;
+                copy_chunk_async(Bs + p * BN + j, b + p * ldb + j, (n - j < W ? n - j : W) * (int)sizeof(T));
+            }
+            for (int e = t; e < (kw - depth) * BN; e += THREADS) Bs[depth * BN + e] = T(0);
+        } else {
+            for (int e = t; e < m * kw; e += THREADS) {
+                const int i = e / kw, p = e - i * kw;
+                if (p < depth) copy_element_async(As + i * pitch + p, a + i * lda + p);
+                else As[i * pitch + p] = T(0);
+            }
+            for (int e = t; e < kw * n; e += THREADS) {
+                const int p = e / n, j = e - p * n;
+                if (p < depth) copy_element_async(Bs + p * BN + j, b + p * ldb + j);
+                else Bs[p * BN + j] = T(0);
+            }
+        }
+        copies_arrived();
+
+        for (int kk = 0; kk < kw; kk += W) {
+            Lanes av[TM], bv[W][TINY_COLS / W];
 #pragma unroll
-        for (int r = 0; r < TM; ++r) a[r].vector = *reinterpret_cast<const V*>(As + (ty + r * TINY_ROW_THREADS) * pitch + kk);
-#pragma unroll
-        for (int w = 0; w < W; ++w)
-#pragma unroll
-            for (int v = 0; v < TINY_COLS / W; ++v)
-                b[w][v].vector = *reinterpret_cast<const V*>(Bs + (kk + w) * BN + tx * TINY_COLS + v * W);
-#pragma unroll
-        for (int r = 0; r < TM; ++r)
+            for (int r = 0; r < TM; ++r)
+                av[r].vector = *reinterpret_cast<const V*>(As + (ty + r * TINY_ROW_THREADS) * pitch + kk);
 #pragma unroll
             for (int w = 0; w < W; ++w)
 #pragma unroll
-                for (int c = 0; c < TINY_COLS; ++c) acc[r][c] += a[r].lane[w] * b[w][c / W].lane[c % W];
+                for (int v = 0; v < TINY_COLS / W; ++v)
+                    bv[w][v].vector = *reinterpret_cast<const V*>(Bs + (kk + w) * BN + tx * TINY_COLS + v * W);
+#pragma unroll
+            for (int r = 0; r < TM; ++r)
+#pragma unroll
+                for (int w = 0; w < W; ++w)
+#pragma unroll
+                    for (int c = 0; c < TINY_COLS; ++c) acc[r][c] += av[r].lane[w] * bv[w][c / W].lane[c % W];
+        }
     }
     const int j = tx * TINY_COLS;
     if (j >= n) return;

@@ -589,9 +589,39 @@ def test_batches_of_tiny_products_take_the_tiny_kernel(dtype, bmkn, monkeypatch)
         assert [launches is not None for launches in taken] == [tiny], (a.strides, b.strides)
 
 
-def test_the_tiny_kernel_takes_small_c_and_short_k_only():
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mkn", [(10, 923, 12), (32, 65, 32), (3, 131, 17), (16, 200, 2), (32, 132, 32)], ids=str)
+def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dtype, mkn, monkeypatch):
+    """Batches of TINY_LONG_K_PER_SM products an SM, k past TINY_MAX_K: the tiny kernel, TINY_CHUNK of k at a time
+    (a last chunk partial, odd k on element copies, rows cut from wider arrays); an F-order A elsewhere. The output
+    poisoned first."""
+    import cupy
+
+    m, k, n = mkn
+    count = _matmul_batch.TINY_LONG_K_PER_SM * cupy.cuda.Device().attributes["MultiProcessorCount"] + 1
+    taken = []
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
+    monkeypatch.setattr(_matmul_batch, "tiny_launches",
+                        lambda *args, run=_matmul_batch.tiny_launches: taken.append(run(*args)) or taken[-1])
+    padded = -(-k // 4) * 4 + 4  # rows of A on 16 bytes whatever k: 16-byte copies with a partial last vector
+    operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype), True),
+                (random_array((count, m, padded), dtype)[:, :, :k], random_array((count, k, n), dtype), True),
+                (random_array((count, m, k + 3), dtype)[:, :, 1:k + 1], random_array((k, n), dtype), True),
+                (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, k, n), dtype), False)]
+    for a, b, tiny in operands:
+        taken.clear()
+        out = poisoned((count, m, n), dtype)
+        assert cudakit.matmul(a, b, out=out) is out
+        assert_close(out, ref64(a, b), dtype, k, f"{count} x {mkn} {a.strides} {b.strides}")
+        assert [launches is not None for launches in taken] == ([True] if tiny else []), (a.strides, b.strides)
+
+
+def test_the_tiny_kernel_takes_small_c_and_a_long_k_only_in_many_products():
     assert _matmul_batch.tiny_tile(32, 32, 64) == (32, 32) and _matmul_batch.tiny_tile(3, 20, 1) == (16, 32)
     assert _matmul_batch.tiny_tile(33, 8, 8) is None and _matmul_batch.tiny_tile(8, 8, 65) is None
+    many = _matmul_batch.TINY_LONG_K_PER_SM  # products an SM from which a longer k takes it too
+    assert _matmul_batch.tiny_tile(8, 8, 65, many) == (16, 16) and _matmul_batch.tiny_tile(8, 8, 65, many - 1) is None
     assert _matmul_batch.tiny_tile(1, 8, 8) is None and _matmul_batch.tiny_tile(8, 1, 8) is None  # matvec's
 
 
