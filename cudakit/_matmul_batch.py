@@ -195,11 +195,13 @@ def small_lda(bm: int, itemsize: int) -> int:
 # contiguous, take the tiny-product kernel: a block per product, each thread 4 columns of C by BM / 8 rows, where the
 # small-product kernel's threads keep one column each and issue two reads per OUT multiply-adds.
 # A deeper k takes it too, TINY_CHUNK at a time, in a batch of at least TINY_LONG_K_PER_SM products an SM (a block
-# each; the dots kernel splits k for fewer). NOT YET MEASURED (branch next/tiny-long-k).
+# each; the dots kernel splits k for fewer) whose C has at least TINY_LONG_K_MIN_C elements (the dots kernel's parts
+# pad a smaller C less than the kernel's 16 x 16 tile does).
 TINY_TILES = ((16, 16), (32, 16), (16, 32), (32, 32))
 TINY_MAX_SIDE = 32
 TINY_MAX_K = 64
 TINY_LONG_K_PER_SM = 8
+TINY_LONG_K_MIN_C = 64
 TINY_COLS = 4  # as in matmul.cu
 TINY_CHUNK = 64  # as in matmul.cu
 
@@ -209,7 +211,7 @@ def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0) -> tuple[int
     or None where it does not take them."""
     if max(m, n) > TINY_MAX_SIDE or min(m, n) == 1:
         return None
-    if k > TINY_MAX_K and products_per_sm < TINY_LONG_K_PER_SM:
+    if k > TINY_MAX_K and (products_per_sm < TINY_LONG_K_PER_SM or m * n < TINY_LONG_K_MIN_C):
         return None
     return 16 if m <= 16 else 32, 16 if n <= 16 else 32
 

@@ -62,11 +62,11 @@ SHORT_ELEMENT_ROW_BYTES = 128
 # block per tile, none striding): faster than lanes by bytes on the persistent grid on rows of 13, 22 and 30, slower
 # on 7 (docs/NOTES.md, "matvec.py: short element rows").
 PLAIN_ELEMENT_ROW_BYTES = 48
-# Row-major rows of elements (not whole 16-byte vectors) from SHORT_ELEMENT_ROW_BYTES to under STAGED_ROW_BYTES take
+# Row-major rows of elements (not whole 16-byte vectors) from STAGED_MIN_ROW_BYTES to under STAGED_ROW_BYTES take
 # matvec_rows_staged: a block's rows copied to shared memory as one run of 16-byte loads, where lanes along each row
-# load single elements from lines that other lanes' loads share. NOT YET MEASURED (branch next/matvec-staged-rows).
+# load single elements from lines that other lanes' loads share (docs/NOTES.md, "matvec: staged rows").
 # (A block's rows and the run's alignment must fit sm_75's 64 KiB of shared memory a block.)
-STAGED_ROW_BYTES = 256
+STAGED_MIN_ROW_BYTES, STAGED_ROW_BYTES = 128, 256
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
 ALL_DTYPES = ("float32", "float64") + _args.HALVES  # the non-seed variants'; 16-bit: float sums, rounded once
 
@@ -252,7 +252,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
 def takes_staged(n: int, itemsize: int, aligned: bool) -> bool:
     """Whether row-major rows of n elements take matvec_rows_staged (see STAGED_ROW_BYTES)."""
     vector = aligned and (n * itemsize) % 16 == 0
-    return not vector and SHORT_ELEMENT_ROW_BYTES <= n * itemsize < STAGED_ROW_BYTES
+    return not vector and STAGED_MIN_ROW_BYTES <= n * itemsize < STAGED_ROW_BYTES
 
 
 def staged_shared_bytes(n: int, itemsize: int) -> int:

@@ -591,11 +591,11 @@ def test_batches_of_tiny_products_take_the_tiny_kernel(dtype, bmkn, monkeypatch)
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("mkn", [(10, 923, 12), (32, 65, 32), (3, 131, 17), (16, 200, 2), (32, 132, 32)], ids=str)
+@pytest.mark.parametrize("mkn", [(10, 923, 12), (32, 65, 32), (5, 131, 17), (16, 200, 5), (32, 132, 32)], ids=str)
 def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dtype, mkn, monkeypatch):
-    """Batches of TINY_LONG_K_PER_SM products an SM, k past TINY_MAX_K: the tiny kernel, TINY_CHUNK of k at a time
-    (a last chunk partial, odd k on element copies, rows cut from wider arrays); an F-order A elsewhere. The output
-    poisoned first."""
+    """Batches of TINY_LONG_K_PER_SM products an SM, k past TINY_MAX_K, C of TINY_LONG_K_MIN_C elements or more: the
+    tiny kernel, TINY_CHUNK of k at a time (a last chunk partial, odd k on element copies, rows cut from wider
+    arrays); an F-order A elsewhere. The output poisoned first."""
     import cupy
 
     m, k, n = mkn
@@ -622,6 +622,10 @@ def test_the_tiny_kernel_takes_small_c_and_a_long_k_only_in_many_products():
     assert _matmul_batch.tiny_tile(33, 8, 8) is None and _matmul_batch.tiny_tile(8, 8, 65) is None
     many = _matmul_batch.TINY_LONG_K_PER_SM  # products an SM from which a longer k takes it too
     assert _matmul_batch.tiny_tile(8, 8, 65, many) == (16, 16) and _matmul_batch.tiny_tile(8, 8, 65, many - 1) is None
+    small_c = _matmul_batch.TINY_LONG_K_MIN_C  # C's elements from which a longer k takes it
+    assert _matmul_batch.tiny_tile(small_c // 8, 8, 65, many) == (16, 16)
+    assert _matmul_batch.tiny_tile(small_c // 8 - 1, 8, 65, many) is None
+    assert _matmul_batch.tiny_tile(small_c // 8 - 1, 8, 64) == (16, 16)
     assert _matmul_batch.tiny_tile(1, 8, 8) is None and _matmul_batch.tiny_tile(8, 1, 8) is None  # matvec's
 
 
