@@ -194,14 +194,13 @@ def small_lda(bm: int, itemsize: int) -> int:
 # Batches of products at most TINY_MAX_SIDE on both sides of C and TINY_MAX_K deep, their rows of A and B
 # contiguous, take the tiny-product kernel: a block per product, each thread 4 columns of C by BM / 8 rows, where the
 # small-product kernel's threads keep one column each and issue two reads per OUT multiply-adds.
-# A deeper k takes it too, TINY_CHUNK at a time, in a batch of at least TINY_LONG_K_PER_SM products an SM (a block
-# each; the dots kernel splits k for fewer) whose C has at least TINY_LONG_K_MIN_C elements (the dots kernel's parts
-# pad a smaller C less than the kernel's 16 x 16 tile does).
+# A deeper k takes it too, TINY_CHUNK at a time, where it copies A and B with 16-byte loads and the batch gives each SM
+# at least TINY_LONG_K_PER_SM products and one for every TINY_LONG_K_CHUNKS chunks of k (a block a product: fewer
+# run each chunk's latency exposed, and the dots kernel, which splits k, was faster).
 TINY_TILES = ((16, 16), (32, 16), (16, 32), (32, 32))
 TINY_MAX_SIDE = 32
 TINY_MAX_K = 64
-TINY_LONG_K_PER_SM = 8
-TINY_LONG_K_MIN_C = 64
+TINY_LONG_K_PER_SM, TINY_LONG_K_CHUNKS = 2, 4
 TINY_COLS = 4  # as in matmul.cu
 TINY_CHUNK = 64  # as in matmul.cu
 
@@ -211,7 +210,7 @@ def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0) -> tuple[int
     or None where it does not take them."""
     if max(m, n) > TINY_MAX_SIDE or min(m, n) == 1:
         return None
-    if k > TINY_MAX_K and (products_per_sm < TINY_LONG_K_PER_SM or m * n < TINY_LONG_K_MIN_C):
+    if k > TINY_MAX_K and products_per_sm < max(TINY_LONG_K_PER_SM, -(-k // TINY_CHUNK) / TINY_LONG_K_CHUNKS):
         return None
     return 16 if m <= 16 else 32, 16 if n <= 16 else 32
 
@@ -222,6 +221,15 @@ def tiny_reads(a0, b0) -> bool:
     if (a0.shape[1] > 1 and a0.strides[1] != item) or (b0.shape[1] > 1 and b0.strides[1] != item):
         return False
     return all(x.shape[0] == 1 or (x.strides[0] >= 0 and x.strides[0] % item == 0) for x in (a0, b0))
+
+
+def tiny_vectors(a0, b0, steps) -> bool:
+    """Whether the tiny-product kernel copies A and B with 16-byte loads: read in place, their leading dimensions, the
+    batch steps (`steps`, in elements) and their addresses on 16 bytes."""
+    per_vector = 16 // a0.itemsize
+    lds = (x.strides[0] // a0.itemsize if x.shape[0] > 1 else 0 for x in (a0, b0))
+    return (tiny_reads(a0, b0) and all(v % per_vector == 0 for v in (*lds, *steps))
+            and a0.data.ptr % 16 == b0.data.ptr % 16 == 0)
 
 
 def tiny_expression(dtype, tile: tuple[int, int], vec: bool) -> str:
@@ -238,7 +246,7 @@ def tiny_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: 
         return None
     lda, ldb = (x.strides[0] // item if x.shape[0] > 1 else 0 for x in (a0, b0))
     per_vector = 16 // item
-    vec = all(v % per_vector == 0 for v in (lda, ldb, steps[0], steps[1])) and a0.data.ptr % 16 == b0.data.ptr % 16 == 0
+    vec = tiny_vectors(a0, b0, steps[:2])
     vec_c = n % TINY_COLS == 0 and steps[2] % per_vector == 0 and c_ptr % 16 == 0
     fn = kernel(mm.FAMILY, tiny_expression(a0.dtype, tile, vec), mm.seed_instantiations(a0.dtype))
     kw = -(-min(k, TINY_CHUNK) // per_vector) * per_vector
@@ -261,11 +269,11 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     strides = [tuple(st // item for st in x.strides[:len(batch)]) for x in (a, b, c)]
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
     device_id, products = c.data.device_id, count * math.prod(s for s, *_ in outer)
+    steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))  # every A and B offset
     tiny = tiny_tile(m, n, k, products / mm.sm_count(device_id))
-    if tiny and k > TINY_MAX_K and not tiny_reads(a0, b0):  # (the small-product kernel, its fallback, takes k whole)
+    if tiny and k > TINY_MAX_K and not tiny_vectors(a0, b0, steps):
         tiny = None
     small = None if tiny else small_tile(m, n, k, item)
-    steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))  # every A and B offset
     even = all(st % 2 == 0 for st in steps)
     dots = not tiny and not small and batch_dots_takes(m, k, n, products, device_id, c.dtype)
     pipelined = (not tiny and not small and not dots and c.dtype == mm.F64 and even

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _args, _check, _nd
 from ._compile import ctype, instantiation, kept, kernel, launch, resident_blocks
-from ._device import sm_count, workspace
+from ._device import shared_per_block, sm_count, workspace
 from ._variants import Variant, lookup, register
 
 FAMILY = "matvec"
@@ -57,16 +57,13 @@ GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row, row-major kernel
 # at least ROW_UNROLL loads) left one or two lanes on such a row, its last loads issued one after another
 # (docs/NOTES.md, "matvec.py: short rows"). They read A cached, not evict-first (the kernel's CACHED).
 SHORT_VECTOR_ROW_BYTES = 256
-SHORT_ELEMENT_ROW_BYTES = 128
-# Short float32 rows of elements from this many bytes (12 to 31 elements) take 4 lanes of 4 loads on a plain grid (a
-# block per tile, none striding): faster than lanes by bytes on the persistent grid on rows of 13, 22 and 30, slower
-# on 7 (docs/NOTES.md, "matvec.py: short element rows").
-PLAIN_ELEMENT_ROW_BYTES = 48
-# Row-major rows of elements (not whole 16-byte vectors) from STAGED_MIN_ROW_BYTES to under STAGED_ROW_BYTES take
+SHORT_ELEMENT_ROW_BYTES = 48
+# Row-major rows of elements (not whole 16-byte vectors) from SHORT_ELEMENT_ROW_BYTES to under STAGED_ROW_BYTES take
 # matvec_rows_staged: a block's rows copied to shared memory as one run of 16-byte loads, where lanes along each row
-# load single elements from lines that other lanes' loads share (docs/NOTES.md, "matvec: staged rows").
-# (A block's rows and the run's alignment must fit sm_75's 64 KiB of shared memory a block.)
-STAGED_MIN_ROW_BYTES, STAGED_ROW_BYTES = 128, 256
+# load single elements from lines that other lanes' loads share (docs/NOTES.md, "matvec: staged rows"). 16-bit rows
+# take it up to STAGED_HALF_ROW_BYTES where a block's rows fit the device's shared memory a block; longer float32 and
+# float64 rows were faster on the lanes.
+STAGED_ROW_BYTES, STAGED_HALF_ROW_BYTES = 256, 384
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
 ALL_DTYPES = ("float32", "float64") + _args.HALVES  # the non-seed variants'; 16-bit: float sums, rounded once
 
@@ -123,17 +120,10 @@ def _short_rows(n: int, itemsize: int, vector: bool) -> tuple[int, int] | None:
         if loads <= 4:
             return (1 if loads <= 2 else 2), 2
         return 4, (1 if loads <= 6 else 2)
-    if _plain_element_rows(n, itemsize, vector):
-        return 4, 4
     if not vector and row_bytes < SHORT_ELEMENT_ROW_BYTES:
         lanes = 1 << max(0, round(math.log2(row_bytes / 12)))  # about 12 bytes a lane
         return lanes, (2 if n > 3.5 * lanes else 1)
     return None
-
-
-def _plain_element_rows(n: int, itemsize: int, vector: bool) -> bool:
-    """Whether row-major rows of n elements take PLAIN_ELEMENT_ROW_BYTES' plan: (4 lanes, unroll 4), not persistent."""
-    return not vector and itemsize == 4 and PLAIN_ELEMENT_ROW_BYTES <= n * itemsize < SHORT_ELEMENT_ROW_BYTES
 
 
 def _short_row_plans(itemsize: int) -> list[tuple[bool, int, int]]:
@@ -187,7 +177,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     knobs = dict(tuning)
     m, n = shape
     width = 16 // dtype.itemsize
-    if not col_major and takes_staged(n, dtype.itemsize, aligned) and knobs.get("staged", True):
+    if not col_major and takes_staged(n, dtype.itemsize, aligned, device_id) and knobs.get("staged", True):
         return _staged_plan(m, n, dtype, device_id)
     if not col_major:
         vector = aligned and n % width == 0
@@ -195,10 +185,8 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         unroll = knobs.get("row_unroll", ROW_UNROLL)
         group = min(32, _pow2_floor(nv // unroll))  # lanes per row: each gets >= unroll loads when it can
         short = _short_rows(n, dtype.itemsize, bool(vector))
-        plain = False
         if short and "row_group" not in knobs and "row_unroll" not in knobs:
             group, unroll = short
-            plain = _plain_element_rows(n, dtype.itemsize, bool(vector))
         group = knobs.get("row_group", group)
         if n * dtype.itemsize >= BLOCK_ROW_BYTES:
             block = instantiation("matvec_rowmajor", dtype, bool(vector), FAST_THREADS, unroll, False)
@@ -226,7 +214,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         step = (FAST_THREADS // lanes) * unroll
         name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
         reduced = n
-        long_rows = plain = False
+        long_rows = False
     target = _resident_blocks(name, dtype, device_id)
     per_sm = ELEMENT_COL_SPLIT_BLOCKS_PER_SM if col_major and not vector and tiles >= sm_count(device_id) else \
         COL_SPLIT_BLOCKS_PER_SM
@@ -242,17 +230,25 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     # A warp per long row (rows of 2 to 64 KB), unsplit, is the exception: a block per row tile. The balanced
     # persistent grid won on some of these shapes and lost on others, a trade by row length with no rule found, so
     # they keep the plain grid (docs/NOTES.md, "matvec.py: the warp-per-row exception").
-    persistent = PERSISTENT and not (long_rows and chunks == 1) and not plain
+    persistent = PERSISTENT and not (long_rows and chunks == 1)
     grid = min(tiles, max(1, target // chunks)) if knobs.get("persistent", persistent) else tiles
     if knobs.get("balanced", BALANCED):
         grid = -(-tiles // -(-tiles // grid))
     return Plan(name, vector, tiles, grid, chunks, chunk)
 
 
-def takes_staged(n: int, itemsize: int, aligned: bool) -> bool:
-    """Whether row-major rows of n elements take matvec_rows_staged (see STAGED_ROW_BYTES)."""
+def takes_staged(n: int, itemsize: int, aligned: bool, device_id: int) -> bool:
+    """Whether row-major rows of n elements take matvec_rows_staged on device_id (see STAGED_ROW_BYTES)."""
     vector = aligned and (n * itemsize) % 16 == 0
-    return not vector and STAGED_MIN_ROW_BYTES <= n * itemsize < STAGED_ROW_BYTES
+    return not vector and SHORT_ELEMENT_ROW_BYTES <= n * itemsize < staged_max_row_bytes(itemsize, device_id)
+
+
+def staged_max_row_bytes(itemsize: int, device_id: int) -> int:
+    """Rows of this many bytes and more are not staged."""
+    longest = (STAGED_HALF_ROW_BYTES - 1) // itemsize
+    if itemsize == 2 and staged_shared_bytes(longest, itemsize) <= shared_per_block(device_id):
+        return STAGED_HALF_ROW_BYTES
+    return STAGED_ROW_BYTES
 
 
 def staged_shared_bytes(n: int, itemsize: int) -> int:

@@ -196,8 +196,9 @@ def test_few_row_column_major_matrices_are_read_as_one_run(dtype, limits, monkey
 
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
 def test_short_rows_take_their_lanes_and_unroll(dtype):
-    """C-order rows shorter than SHORT_*_ROW_BYTES run on _short_rows' lanes and unroll: every row length from one
-    element to past the limit, 16-byte vectors and element loads (a view one element on), right on every row."""
+    """C-order rows shorter than SHORT_*_ROW_BYTES run on _short_rows' lanes and unroll, element rows from
+    SHORT_ELEMENT_ROW_BYTES on matvec_rows_staged: every row length from one element to past the limits, 16-byte
+    vectors and element loads (a view one element on), right on every row."""
     import cupy
 
     item = np.dtype(dtype).itemsize
@@ -210,11 +211,11 @@ def test_short_rows_take_their_lanes_and_unroll(dtype):
             p = mv.plan(A, x)
             vector = A.data.ptr % 16 == 0 and x.data.ptr % 16 == 0 and n * item % 16 == 0
             short = mv._short_rows(n, item, vector)
-            assert p.vector == vector, (n, p)
+            staged = mv.takes_staged(n, item, A.data.ptr % 16 == 0 and x.data.ptr % 16 == 0, A.data.device_id)
+            assert p.vector == vector and staged == p.kernel.startswith("matvec_rows_staged"), (n, p)
             if short:
                 assert f"matvec_rowmajor<{p.kernel.split('<')[1].split(',')[0]}, {str(vector).lower()}, " \
                        f"{short[0]}, {short[1]}, true>" == p.kernel, (n, short, p)
-                assert p.grid == p.tiles or not mv._plain_element_rows(n, item, vector), (n, p)  # a plain grid
                 taken.add((vector, short))
             _check_result(A, x, "fast", f"short rows {m}x{n} at {A.data.ptr % 16}")
         del flat
@@ -225,7 +226,7 @@ def test_short_rows_take_their_lanes_and_unroll(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
 def test_short_element_rows_are_staged_in_shared_memory(dtype):
-    """Row-major rows of elements from STAGED_MIN_ROW_BYTES to under STAGED_ROW_BYTES take matvec_rows_staged:
+    """Row-major rows of elements from STAGED_MIN_ROW_BYTES to under staged_max_row_bytes take matvec_rows_staged:
     odd and even lengths (an even one starts each row at a rotated column), runs starting anywhere in a 16-byte
     vector, a last tile short of FAST_THREADS rows, more tiles than resident blocks, and a stacked batch with an x
     per matrix; outputs poisoned."""
@@ -233,7 +234,8 @@ def test_short_element_rows_are_staged_in_shared_memory(dtype):
 
     item = np.dtype(dtype).itemsize
     width = 16 // item
-    shortest, longest = -(-mv.STAGED_MIN_ROW_BYTES // item), mv.STAGED_ROW_BYTES // item - 1
+    longest = (mv.staged_max_row_bytes(item, cupy.cuda.Device().id) - 1) // item
+    shortest = -(-mv.STAGED_MIN_ROW_BYTES // item)
     for n, m in ((shortest + 1, 300_001), (longest, 4099), (shortest, 257), (longest - 1, 1031), (shortest + 3, 1)):
         flat = random_array(m * n + width, dtype)
         for lead in range(width) if m < 300_000 else (1,):  # the run's start 0 to width - 1 elements into a vector
@@ -241,7 +243,7 @@ def test_short_element_rows_are_staged_in_shared_memory(dtype):
             staged = mv.plan(A, x).kernel.startswith("matvec_rows_staged")
             assert staged == bool(lead or n % width), (n, lead, mv.plan(A, x))  # (aligned vector rows: not staged)
             _check_result(A, x, "fast", f"staged {m}x{n} at {lead}")
-    A = random_array(1031 * (longest + 1) + 1, dtype)[1:].reshape(1031, longest + 1)  # STAGED_ROW_BYTES: not staged
+    A = random_array(1031 * (longest + 1) + 1, dtype)[1:].reshape(1031, longest + 1)  # the bound: not staged
     assert not mv.plan(A, random_array(longest + 1, dtype)).kernel.startswith("matvec_rows_staged")
     A, x = random_array((3, 1000, shortest + 3), dtype), random_array((3, shortest + 3), dtype)
     assert mv.plan(A[0], x[0]).kernel.startswith("matvec_rows_staged")

@@ -1,6 +1,7 @@
 """Drop-in shapes (issue 17): every operand form cupy.matmul and cupy.transpose take, checked against CuPy's own
 results (and float64), with the paths the planners pick for thin, long-k, one-row and batched problems."""
 import importlib
+import math
 
 import numpy as np
 import pytest
@@ -470,11 +471,10 @@ def test_short_matvec_rows_take_lanes_by_their_loads():
     assert rows(20, 4, True) == (4, 1) and rows(28, 4, True) == (4, 2) and rows(60, 4, True) == (4, 2)  # 5, 7, 15
     assert rows(64, 4, True) is None and rows(32, 8, True) is None  # 16 vectors: the general rule
     assert rows(3, 4, False) == (1, 1) and rows(7, 4, False) == (2, 1) and rows(11, 4, False) == (4, 1)
-    assert rows(7, 8, False) == (4, 1) and rows(13, 8, False) == (8, 1)  # about 12 bytes a lane
-    assert rows(12, 4, False) == rows(22, 4, False) == rows(31, 4, False) == (4, 4)  # float32 48 to 127 bytes
-    assert mv._plain_element_rows(22, 4, False) and not mv._plain_element_rows(22, 4, True)
-    assert not mv._plain_element_rows(13, 8, False) and not mv._plain_element_rows(11, 4, False)
-    assert rows(32, 4, False) is None  # 128 bytes of elements: the general rule
+    assert rows(5, 8, False) == (4, 1) and rows(23, 2, False) == (4, 2)  # about 12 bytes a lane
+    assert rows(12, 4, False) is None and rows(6, 8, False) is None  # 48 bytes of elements: matvec_rows_staged
+    assert mv.takes_staged(12, 4, False, 0) and not mv.takes_staged(11, 4, False, 0)
+    assert not mv.takes_staged(12, 4, True, 0) and not mv.takes_staged(64, 4, False, 0)  # vectors; 256 bytes
 
 
 @pytest.mark.gpu
@@ -591,23 +591,26 @@ def test_batches_of_tiny_products_take_the_tiny_kernel(dtype, bmkn, monkeypatch)
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("mkn", [(10, 923, 12), (32, 65, 32), (5, 131, 17), (16, 200, 5), (32, 132, 32)], ids=str)
+@pytest.mark.parametrize("mkn", [(10, 923, 12), (32, 65, 32), (5, 131, 20), (16, 200, 4), (32, 132, 32), (12, 300, 8)],
+                         ids=str)
 def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dtype, mkn, monkeypatch):
-    """Batches of TINY_LONG_K_PER_SM products an SM, k past TINY_MAX_K, C of TINY_LONG_K_MIN_C elements or more: the
-    tiny kernel, TINY_CHUNK of k at a time (a last chunk partial, odd k on element copies, rows cut from wider
-    arrays); an F-order A elsewhere. The output poisoned first."""
+    """Batches of enough products an SM, k past TINY_MAX_K: the tiny kernel, TINY_CHUNK of k at a time (a last chunk
+    partial), where it copies A and B by 16 bytes (contiguous rows whose length is whole vectors; rows padded to them,
+    a last vector partial); rows one element off 16 bytes and an F-order A elsewhere. Outputs poisoned first."""
     import cupy
 
     m, k, n = mkn
-    count = _matmul_batch.TINY_LONG_K_PER_SM * cupy.cuda.Device().attributes["MultiProcessorCount"] + 1
+    per_sm = max(_matmul_batch.TINY_LONG_K_PER_SM, -(-k // _matmul_batch.TINY_CHUNK) / _matmul_batch.TINY_LONG_K_CHUNKS)
+    count = math.ceil(per_sm * cupy.cuda.Device().attributes["MultiProcessorCount"]) + 1
     taken = []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
     monkeypatch.setattr(_matmul_batch, "tiny_launches",
                         lambda *args, run=_matmul_batch.tiny_launches: taken.append(run(*args)) or taken[-1])
-    padded = -(-k // 4) * 4 + 4  # rows of A on 16 bytes whatever k: 16-byte copies with a partial last vector
-    operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype), True),
+    width = 16 // np.dtype(dtype).itemsize
+    padded = -(-k // width) * width + width
+    operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype), k % width == 0),
                 (random_array((count, m, padded), dtype)[:, :, :k], random_array((count, k, n), dtype), True),
-                (random_array((count, m, k + 3), dtype)[:, :, 1:k + 1], random_array((k, n), dtype), True),
+                (random_array((count, m, padded + 1), dtype)[:, :, 1:k + 1], random_array((k, n), dtype), False),
                 (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, k, n), dtype), False)]
     for a, b, tiny in operands:
         taken.clear()
@@ -620,12 +623,10 @@ def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dt
 def test_the_tiny_kernel_takes_small_c_and_a_long_k_only_in_many_products():
     assert _matmul_batch.tiny_tile(32, 32, 64) == (32, 32) and _matmul_batch.tiny_tile(3, 20, 1) == (16, 32)
     assert _matmul_batch.tiny_tile(33, 8, 8) is None and _matmul_batch.tiny_tile(8, 8, 65) is None
-    many = _matmul_batch.TINY_LONG_K_PER_SM  # products an SM from which a longer k takes it too
-    assert _matmul_batch.tiny_tile(8, 8, 65, many) == (16, 16) and _matmul_batch.tiny_tile(8, 8, 65, many - 1) is None
-    small_c = _matmul_batch.TINY_LONG_K_MIN_C  # C's elements from which a longer k takes it
-    assert _matmul_batch.tiny_tile(small_c // 8, 8, 65, many) == (16, 16)
-    assert _matmul_batch.tiny_tile(small_c // 8 - 1, 8, 65, many) is None
-    assert _matmul_batch.tiny_tile(small_c // 8 - 1, 8, 64) == (16, 16)
+    few = _matmul_batch.TINY_LONG_K_PER_SM  # products an SM from which a longer k takes it too ...
+    assert _matmul_batch.tiny_tile(8, 8, 65, few) == (16, 16) and _matmul_batch.tiny_tile(8, 8, 65, few - 0.1) is None
+    deep = few * _matmul_batch.TINY_LONG_K_CHUNKS * _matmul_batch.TINY_CHUNK  # ... and one for every few chunks
+    assert _matmul_batch.tiny_tile(8, 8, deep, few) == (16, 16) and _matmul_batch.tiny_tile(8, 8, deep + 1, few) is None
     assert _matmul_batch.tiny_tile(1, 8, 8) is None and _matmul_batch.tiny_tile(8, 1, 8) is None  # matvec's
 
 

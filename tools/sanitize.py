@@ -125,9 +125,12 @@ def drop_in_shapes(small: bool) -> int:
             runs += 1
         # rows staged in shared memory, one element off 16 bytes: odd and even lengths in each dtype, the longest
         # rows, and more tiles than resident blocks (each block's second tile after its first)
-        for m, row_bytes in ((70001, 200), (1031, 140), (257, 248), (300001, 132)):
+        for m, row_bytes in ((70001, 200), (1031, 140), (257, 248), (300001, 132), (5001, 56)):
             n = row_bytes // np.dtype(dtype).itemsize
             cudakit.matvec(rand((m * n + 1,), dtype)[1:].reshape(m, n), rand(n, dtype), check=True)
+            runs += 1
+        for m, n in ((70001, 191), (1031, 130), (301, 25)) if dtype == np.float32 else ():  # 16-bit rows staged
+            cudakit.matvec(rand((m * n + 1,), np.float16)[1:].reshape(m, n), rand(n, np.float16), check=True)
             runs += 1
         for m, n in ((20001, 9), (1001, 1003), (25, 70001), (16, 70001)):  # column-major element loads; the thin
             # kernel's grid (on rows that are not whole vectors and on 16 that are)
