@@ -194,23 +194,25 @@ def small_lda(bm: int, itemsize: int) -> int:
 # Batches of products at most TINY_MAX_SIDE on both sides of C and TINY_MAX_K deep, their rows of A and B
 # contiguous, take the tiny-product kernel: a block per product, each thread 4 columns of C by BM / 8 rows, where the
 # small-product kernel's threads keep one column each and issue two reads per OUT multiply-adds.
-# A deeper k takes it too, TINY_CHUNK at a time, where it copies A and B with 16-byte loads and the batch gives each SM
-# at least TINY_LONG_K_PER_SM products and one for every TINY_LONG_K_CHUNKS chunks of k (a block a product: fewer
-# run each chunk's latency exposed, and the dots kernel, which splits k, was faster).
+# A deeper k takes it too, TINY_CHUNK at a time, where the batch gives each SM at least TINY_LONG_K_PER_SM products
+# and one for every TINY_LONG_K_CHUNKS[element size] chunks of k (a block a product: fewer run each chunk's latency
+# exposed), and where it copies A and B by 16 bytes or C is more than one of the dots kernel's parts (a C of one part
+# copied by elements was faster on the dots kernel, which splits k).
 TINY_TILES = ((16, 16), (32, 16), (16, 32), (32, 32))
 TINY_MAX_SIDE = 32
 TINY_MAX_K = 64
-TINY_LONG_K_PER_SM, TINY_LONG_K_CHUNKS = 2, 4
+TINY_LONG_K_PER_SM, TINY_LONG_K_CHUNKS = 2, {4: 4, 8: 8}
 TINY_COLS = 4  # as in matmul.cu
 TINY_CHUNK = 64  # as in matmul.cu
 
 
-def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0) -> tuple[int, int] | None:
+def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0, itemsize: int = 4) -> tuple[int, int] | None:
     """The tiny-product kernel's tile (a whole C) for a batch of m x k x n products, products_per_sm of them an SM,
     or None where it does not take them."""
     if max(m, n) > TINY_MAX_SIDE or min(m, n) == 1:
         return None
-    if k > TINY_MAX_K and products_per_sm < max(TINY_LONG_K_PER_SM, -(-k // TINY_CHUNK) / TINY_LONG_K_CHUNKS):
+    chunks = -(-k // TINY_CHUNK)
+    if k > TINY_MAX_K and products_per_sm < max(TINY_LONG_K_PER_SM, chunks / TINY_LONG_K_CHUNKS[itemsize]):
         return None
     return 16 if m <= 16 else 32, 16 if n <= 16 else 32
 
@@ -270,9 +272,11 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
     device_id, products = c.data.device_id, count * math.prod(s for s, *_ in outer)
     steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))  # every A and B offset
-    tiny = tiny_tile(m, n, k, products / mm.sm_count(device_id))
-    if tiny and k > TINY_MAX_K and not tiny_vectors(a0, b0, steps):
-        tiny = None
+    tiny = tiny_tile(m, n, k, products / mm.sm_count(device_id), item)
+    if tiny and k > TINY_MAX_K:
+        one_part = m <= mm._matmul_routes.DOTS_PART[0] and n <= mm._matmul_routes.DOTS_PART[1]
+        if not tiny_reads(a0, b0) or (one_part and not tiny_vectors(a0, b0, steps)):
+            tiny = None
     small = None if tiny else small_tile(m, n, k, item)
     even = all(st % 2 == 0 for st in steps)
     dots = not tiny and not small and batch_dots_takes(m, k, n, products, device_id, c.dtype)

@@ -226,7 +226,7 @@ def test_short_rows_take_their_lanes_and_unroll(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
 def test_short_element_rows_are_staged_in_shared_memory(dtype):
-    """Row-major rows of elements from STAGED_MIN_ROW_BYTES to under staged_max_row_bytes take matvec_rows_staged:
+    """Row-major rows of elements from SHORT_ELEMENT_ROW_BYTES to under staged_max_row_bytes take matvec_rows_staged:
     odd and even lengths (an even one starts each row at a rotated column), runs starting anywhere in a 16-byte
     vector, a last tile short of FAST_THREADS rows, more tiles than resident blocks, and a stacked batch with an x
     per matrix; outputs poisoned."""
@@ -235,7 +235,7 @@ def test_short_element_rows_are_staged_in_shared_memory(dtype):
     item = np.dtype(dtype).itemsize
     width = 16 // item
     longest = (mv.staged_max_row_bytes(item, cupy.cuda.Device().id) - 1) // item
-    shortest = -(-mv.STAGED_MIN_ROW_BYTES // item)
+    shortest = -(-mv.SHORT_ELEMENT_ROW_BYTES // item)
     for n, m in ((shortest + 1, 300_001), (longest, 4099), (shortest, 257), (longest - 1, 1031), (shortest + 3, 1)):
         flat = random_array(m * n + width, dtype)
         for lead in range(width) if m < 300_000 else (1,):  # the run's start 0 to width - 1 elements into a vector

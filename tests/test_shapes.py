@@ -591,16 +591,18 @@ def test_batches_of_tiny_products_take_the_tiny_kernel(dtype, bmkn, monkeypatch)
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("mkn", [(10, 923, 12), (32, 65, 32), (5, 131, 20), (16, 200, 4), (32, 132, 32), (12, 300, 8)],
-                         ids=str)
+@pytest.mark.parametrize("mkn", [(10, 923, 12), (32, 65, 32), (5, 131, 20), (16, 200, 4), (32, 132, 32), (6, 300, 8),
+                                 (5, 131, 7)], ids=str)
 def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dtype, mkn, monkeypatch):
     """Batches of enough products an SM, k past TINY_MAX_K: the tiny kernel, TINY_CHUNK of k at a time (a last chunk
     partial), where it copies A and B by 16 bytes (contiguous rows whose length is whole vectors; rows padded to them,
-    a last vector partial); rows one element off 16 bytes and an F-order A elsewhere. Outputs poisoned first."""
+    a last vector partial) or C is more than one part of the dots kernel (rows one element off 16 bytes too); an
+    F-order A elsewhere. Outputs poisoned first."""
     import cupy
 
     m, k, n = mkn
-    per_sm = max(_matmul_batch.TINY_LONG_K_PER_SM, -(-k // _matmul_batch.TINY_CHUNK) / _matmul_batch.TINY_LONG_K_CHUNKS)
+    chunks = -(-k // _matmul_batch.TINY_CHUNK) / _matmul_batch.TINY_LONG_K_CHUNKS[np.dtype(dtype).itemsize]
+    per_sm = max(_matmul_batch.TINY_LONG_K_PER_SM, chunks)
     count = math.ceil(per_sm * cupy.cuda.Device().attributes["MultiProcessorCount"]) + 1
     taken = []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
@@ -608,9 +610,12 @@ def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dt
                         lambda *args, run=_matmul_batch.tiny_launches: taken.append(run(*args)) or taken[-1])
     width = 16 // np.dtype(dtype).itemsize
     padded = -(-k // width) * width + width
-    operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype), k % width == 0),
-                (random_array((count, m, padded), dtype)[:, :, :k], random_array((count, k, n), dtype), True),
-                (random_array((count, m, padded + 1), dtype)[:, :, 1:k + 1], random_array((k, n), dtype), False),
+    parts = m > _matmul_routes.DOTS_PART[0] or n > _matmul_routes.DOTS_PART[1]
+    operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype),
+                 parts or k % width == n % width == 0),
+                (random_array((count, m, padded), dtype)[:, :, :k], random_array((count, k, n), dtype),
+                 parts or n % width == 0),
+                (random_array((count, m, padded + 1), dtype)[:, :, 1:k + 1], random_array((k, n), dtype), parts),
                 (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, k, n), dtype), False)]
     for a, b, tiny in operands:
         taken.clear()
@@ -625,8 +630,10 @@ def test_the_tiny_kernel_takes_small_c_and_a_long_k_only_in_many_products():
     assert _matmul_batch.tiny_tile(33, 8, 8) is None and _matmul_batch.tiny_tile(8, 8, 65) is None
     few = _matmul_batch.TINY_LONG_K_PER_SM  # products an SM from which a longer k takes it too ...
     assert _matmul_batch.tiny_tile(8, 8, 65, few) == (16, 16) and _matmul_batch.tiny_tile(8, 8, 65, few - 0.1) is None
-    deep = few * _matmul_batch.TINY_LONG_K_CHUNKS * _matmul_batch.TINY_CHUNK  # ... and one for every few chunks
-    assert _matmul_batch.tiny_tile(8, 8, deep, few) == (16, 16) and _matmul_batch.tiny_tile(8, 8, deep + 1, few) is None
+    for item, chunks in _matmul_batch.TINY_LONG_K_CHUNKS.items():  # ... and one for every few chunks of k
+        deep = few * chunks * _matmul_batch.TINY_CHUNK
+        assert _matmul_batch.tiny_tile(8, 8, deep, few, item) == (16, 16)
+        assert _matmul_batch.tiny_tile(8, 8, deep + 1, few, item) is None
     assert _matmul_batch.tiny_tile(1, 8, 8) is None and _matmul_batch.tiny_tile(8, 1, 8) is None  # matvec's
 
 
