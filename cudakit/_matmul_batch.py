@@ -105,8 +105,10 @@ SHORT_K_F64 = 32
 SHORT_K_F64_BATCH = 16
 # FP32 products (2-D, both sides of C past _tune.NARROW_SIDE) at most SHORT_K_F32 deep likewise: the wide short-k
 # tiles below stored C faster than the register tiles at every k timed up to it, slower on 8192 x 8192 from k = 32
-# on (docs/NOTES.md, "FP32 short k past 16").
+# on (docs/NOTES.md, "FP32 short k past 16"); up to SHORT_K_F32_MID for a C of SHORT_K_F32_MID_C elements (smaller
+# and larger C were faster on the tiles; docs/NOTES.md, "FP32 k of 32 to 47").
 SHORT_K_F32 = 31
+SHORT_K_F32_MID, SHORT_K_F32_MID_C = 47, (1 << 20, 48 << 20)
 SHORT_K_TILE = (32, 64)
 # FP32's short-k tiles: more of C per block stores it faster; of the two, the one that pads C least, the wider on a
 # tie (docs/NOTES.md, "FP32 short k on wider tiles").

@@ -161,11 +161,15 @@ def run_short_k(A, B, out) -> None:
 
 def short_k_takes(dtype, m: int, n: int, k: int) -> bool:
     """Whether a 2-D product (past the skinny, dots and matvec routes) takes the small-product kernel: FP64 up to
-    SHORT_K_F64 deep, FP32 up to SHORT_K_F32 where both sides of C pass NARROW_SIDE (as measured: a narrow C keeps
-    its tiles)."""
+    SHORT_K_F64 deep, FP32 up to SHORT_K_F32 (SHORT_K_F32_MID for a C of SHORT_K_F32_MID_C elements) where both sides
+    of C pass NARROW_SIDE (as measured: a narrow C keeps its tiles)."""
+    batch = mm._matmul_batch
     if dtype == mm.F64:
-        return k <= mm._matmul_batch.SHORT_K_F64
-    return k <= mm._matmul_batch.SHORT_K_F32 and min(m, n) > _tune.NARROW_SIDE
+        return k <= batch.SHORT_K_F64
+    if min(m, n) <= _tune.NARROW_SIDE:
+        return False
+    return k <= batch.SHORT_K_F32 or (k <= batch.SHORT_K_F32_MID and
+                                      batch.SHORT_K_F32_MID_C[0] <= m * n <= batch.SHORT_K_F32_MID_C[1])
 
 
 def short_k_launcher(A, B, out):

@@ -341,16 +341,17 @@ def test_one_row_or_column_of_c_reads_a_column_major_operand_as_one_run(dtype, m
 
 SHORT_K_F64 = [(3288, 4, 4001), (220, 2, 7333), (17, 32, 3000), (999, 1, 1001), (2617, 23, 389), (40, 9, 70),
                (5001, 25, 10), (6400, 20, 24)]
-SHORT_K_F32 = [(161372, 1, 176), (3000, 3, 5001), (999, 1, 1001), (40, 8, 70), (658, 17, 8192), (3001, 31, 2999)]
+SHORT_K_F32 = [(161372, 1, 176), (3000, 3, 5001), (999, 1, 1001), (40, 8, 70), (658, 17, 8192), (1500, 47, 1501),
+               (3001, 31, 2999)]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype_mkn", [(np.float64, mkn) for mkn in SHORT_K_F64]
                          + [(np.float32, mkn) for mkn in SHORT_K_F32], ids=lambda d: f"{np.dtype(d[0]).name}-{d[1]}")
 def test_a_short_k_takes_the_small_product_kernel(dtype_mkn, monkeypatch):
-    """Products no deeper than SHORT_K_F64 (FP64) or SHORT_K_F32 (FP32), beside the skinny and dots ones: the
-    small-product kernel, on every layout and on views with negative and non-unit strides, its output poisoned
-    first; batches of them too (FP64: the small kernel up to SHORT_K_F64_BATCH)."""
+    """Products no deeper than SHORT_K_F64 (FP64) or SHORT_K_F32 (FP32; SHORT_K_F32_MID for a mid-size C), beside
+    the skinny and dots ones: the small-product kernel, on every layout and on views with negative and non-unit
+    strides, its output poisoned first; batches of them too (FP64: the small kernel up to SHORT_K_F64_BATCH)."""
     import cupy
 
     dtype, (m, k, n) = dtype_mkn
@@ -364,7 +365,7 @@ def test_a_short_k_takes_the_small_product_kernel(dtype_mkn, monkeypatch):
     if dtype == np.float64:
         assert (_matmul_batch.small_tile(m, n, k, 8) is not None) == (k <= _matmul_batch.SHORT_K_F64_BATCH)
     elif (m, k, n) == SHORT_K_F32[-1]:  # one deeper, or a narrow C: the tiles
-        deeper = (m, _matmul_batch.SHORT_K_F32 + 1, n)
+        deeper = (m, _matmul_batch.SHORT_K_F32_MID + 1, n)
         views = random_array((m, 2 * deeper[1]), dtype)[::-1, ::2], random_array((deeper[1], n), dtype)
         assert routed_on_every_layout("short_k_launcher", deeper, dtype, monkeypatch, views) == []
         narrow = (m, k, _tune.NARROW_SIDE)
@@ -376,7 +377,10 @@ def test_short_k_takes_fp64_to_its_depth_and_fp32_past_a_narrow_c():
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
     take = _matmul_routes.short_k_takes
     assert take(f64, 40, 9, _matmul_batch.SHORT_K_F64) and not take(f64, 4000, 4000, _matmul_batch.SHORT_K_F64 + 1)
-    assert take(f32, 33, 33, _matmul_batch.SHORT_K_F32) and not take(f32, 4000, 4000, _matmul_batch.SHORT_K_F32 + 1)
+    assert take(f32, 33, 33, _matmul_batch.SHORT_K_F32) and not take(f32, 1000, 1000, _matmul_batch.SHORT_K_F32 + 1)
+    assert take(f32, 1024, 1024, _matmul_batch.SHORT_K_F32_MID) and take(f32, 6000, 6000, _matmul_batch.SHORT_K_F32_MID)
+    assert not take(f32, 8192, 8192, _matmul_batch.SHORT_K_F32 + 1)  # a C past SHORT_K_F32_MID_C
+    assert not take(f32, 4000, 4000, _matmul_batch.SHORT_K_F32_MID + 1)
     assert not take(f32, 4000, _tune.NARROW_SIDE, 1) and not take(f32, _tune.NARROW_SIDE, 4000, 1)
 
 
