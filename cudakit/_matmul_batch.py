@@ -214,7 +214,8 @@ def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0, itemsize: in
     if max(m, n) > TINY_MAX_SIDE or min(m, n) == 1:
         return None
     chunks = -(-k // TINY_CHUNK)
-    if k > TINY_MAX_K and products_per_sm < max(TINY_LONG_K_PER_SM, chunks / TINY_LONG_K_CHUNKS[itemsize]):
+    per_product = TINY_LONG_K_CHUNKS.get(itemsize, TINY_LONG_K_CHUNKS[4])
+    if k > TINY_MAX_K and products_per_sm < max(TINY_LONG_K_PER_SM, chunks / per_product):
         return None
     return 16 if m <= 16 else 32, 16 if n <= 16 else 32
 
@@ -274,7 +275,7 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
     device_id, products = c.data.device_id, count * math.prod(s for s, *_ in outer)
     steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))  # every A and B offset
-    tiny = tiny_tile(m, n, k, products / mm.sm_count(device_id), item)
+    tiny = tiny_tile(m, n, k, count / mm.sm_count(device_id), item)  # (a launch a run: its count products together)
     if tiny and k > TINY_MAX_K:
         one_part = m <= mm._matmul_routes.DOTS_PART[0] and n <= mm._matmul_routes.DOTS_PART[1]
         if not tiny_reads(a0, b0) or (one_part and not tiny_vectors(a0, b0, steps)):

@@ -161,8 +161,8 @@ def plan(A, x, *, split: bool = True, **tuning) -> Plan:
     """The fast variant's launch plan for A @ x (A C- or F-contiguous, x contiguous), cached per shape and layout.
 
     tuning (for tools/matvec_probe.py): row_unroll, row_group, block_rows, cached, col_unroll, col_lanes,
-    persistent, balanced, blocks_per_sm; staged=False keeps short element rows off matvec_rows_staged (the row
-    knobs apply only then).
+    persistent, balanced, blocks_per_sm; staged=False (implied by row_group or row_unroll) keeps short element rows
+    off matvec_rows_staged.
     """
     col_major = _col_major(A)
     aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)
@@ -177,7 +177,8 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     knobs = dict(tuning)
     m, n = shape
     width = 16 // dtype.itemsize
-    if not col_major and takes_staged(n, dtype.itemsize, aligned, device_id) and knobs.get("staged", True):
+    staged = knobs.get("staged", not {"row_group", "row_unroll"} & knobs.keys())
+    if not col_major and staged and takes_staged(n, dtype.itemsize, aligned, device_id):
         return _staged_plan(m, n, dtype, device_id)
     if not col_major:
         vector = aligned and n % width == 0

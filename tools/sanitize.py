@@ -158,7 +158,8 @@ def drop_in_shapes(small: bool) -> int:
                          (rand((3, m, k + 1), dtype)[:, :, 1:], rand((3, k, n + 2), dtype)[:, :, 1:-1])):
                 cudakit.matmul(a, b, check=True)
                 runs += 1
-        for m, k, n in ((10, 150, 12), (32, 131, 17)):  # the tiny kernel over a long k: chunks, the last partial
+        for m, k, n in ((10, 150, 12), (32, 131, 17), (16, 132, 12)):  # the tiny kernel over a long k: chunks, the
+            # last partial, 16-byte copies in both dtypes
             for a, b in ((rand((3, m, k), dtype), rand((3, k, n), dtype)),
                          (rand((3, m, k + 1), dtype)[:, :, 1:], rand((3, k, n + 2), dtype)[:, :, 1:-1])):
                 out = cupy.full((3, m, n), cupy.nan, dtype)

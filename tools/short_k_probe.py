@@ -42,8 +42,8 @@ def main():
         A, B = random_array((m, k), dtype, order[0]), random_array((k, n), dtype, order[1])
         gb = m * n * np.dtype(dtype).itemsize / 1e3
         found = []
-        keep = _matmul_batch.SHORT_K_F32, _matmul_batch.SHORT_K_F64
-        _matmul_batch.SHORT_K_F32 = _matmul_batch.SHORT_K_F64 = 0
+        keep = _matmul_batch.SHORT_K_F32, _matmul_batch.SHORT_K_F32_MID, _matmul_batch.SHORT_K_F64
+        _matmul_batch.SHORT_K_F32 = _matmul_batch.SHORT_K_F32_MID = _matmul_batch.SHORT_K_F64 = 0
         _matmul_routes._routes.clear()
         entries = [("tiles", lambda out: cudakit.matmul(A, B, out=out, check=False))]
         entries += [(f"small {bm}x{bn}", lambda out, t=(bm, bn): _compile.launch(
@@ -61,7 +61,7 @@ def main():
             else:
                 us = timing.measure(lambda i: run(out), BUDGET)[0].median * 1e6
             found.append(f"{label} {us:.1f} µs ({gb / us:.0f} GB/s)")
-        _matmul_batch.SHORT_K_F32, _matmul_batch.SHORT_K_F64 = keep
+        _matmul_batch.SHORT_K_F32, _matmul_batch.SHORT_K_F32_MID, _matmul_batch.SHORT_K_F64 = keep
         _matmul_routes._routes.clear()
         print(f"{text:28} " + " | ".join(found), flush=True)
 
