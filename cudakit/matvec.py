@@ -234,7 +234,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     persistent = PERSISTENT and not (long_rows and chunks == 1)
     grid = min(tiles, max(1, target // chunks)) if knobs.get("persistent", persistent) else tiles
     if knobs.get("balanced", BALANCED):
-        grid = -(-tiles // -(-tiles // grid))
+        grid = _balanced(tiles, grid)
     return Plan(name, vector, tiles, grid, chunks, chunk)
 
 
@@ -264,7 +264,12 @@ def _staged_plan(m: int, n: int, dtype, device_id: int) -> Plan:
     resident = max(1, resident_blocks(fn, FAST_THREADS, staged_shared_bytes(n, dtype.itemsize))) * sm_count(device_id)
     tiles = -(-m // FAST_THREADS)
     grid = min(tiles, resident)
-    return Plan(name, False, tiles, -(-tiles // -(-tiles // grid)), 1, n)
+    return Plan(name, False, tiles, _balanced(tiles, grid), 1, n)
+
+
+def _balanced(tiles: int, grid: int) -> int:
+    """The fewest blocks that stride over `tiles` in as many rounds as `grid` blocks do (see BALANCED)."""
+    return -(-tiles // -(-tiles // grid))
 
 
 def takes_thin(m: int, width: int) -> bool:
