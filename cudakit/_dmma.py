@@ -80,41 +80,34 @@ def instantiation_groups():
     return [tile.expressions() for tile in TILES]
 
 
-def _aligned(x, row_axis: int):
-    """(operand, its k index is contiguous, leading dimension) as the kernel reads it: a 16-byte aligned base and an
-    even leading dimension (or a single line), else a padded copy (matmul.aligned_operand); an unreadable layout is
-    copied first."""
-    from .matmul import _layout, aligned_operand
+def _readable(x, row_axis: int):
+    """(operand, its k index is contiguous, leading dimension) as the kernel reads it: in place (16-byte chunks where
+    its base is 16-byte aligned and its ld even, else each chunk in two 8-byte halves), an unreadable layout (no unit
+    stride) copied first (matmul._layout)."""
+    from .matmul import _layout
 
-    a, kc, ld = _layout(x, row_axis)
-    lines = a.shape[row_axis] if kc else a.shape[1 - row_axis]
-    if a.data.ptr % 16 == 0 and (ld % 2 == 0 or (lines == 1 and _room_past(a, ld))):
-        # a single line is never stepped over: its ld made even keeps the idle copies' addresses on 16 bytes
-        return a, kc, ld + ld % 2
-    return _layout(aligned_operand(a, row_axis), row_axis)
-
-
-def _room_past(line, length: int) -> bool:
-    """Whether the allocation that holds a single line of `length` doubles goes on for a double past its end: the
-    kernel copies an odd line's last double as a 16-byte chunk that reads no further than the double (zero-filled),
-    yet names the 8 bytes past it, which compute-sanitizer reports as out of bounds at an allocation's end."""
-    mem = line.data.mem
-    return mem.size > 0 and line.data.ptr + (length + 1) * 8 <= mem.ptr + mem.size
+    return _layout(x, row_axis)
 
 
 def run(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), transposed: bool | None = None) -> None:
     """out = A @ B in float64 on the tensor cores (sm_80+). A m x k, B k x n, out m x n C-contiguous (out's first
     product; all `count` products one after the other). batch = (count, A's stride, B's stride) in elements
-    between products (0: broadcast). A misaligned operand is copied (padded) with count 1 only."""
-    if batch[0] == 1:  # padded here, where the copies outlive the launches that read them
-        A, B = _aligned(A, 0)[0], _aligned(B, 1)[0]
+    between products (0: broadcast). An operand without a unit stride is copied with count 1 only."""
+    if batch[0] == 1:  # copied here, where the copies outlive the launches that read them
+        A, B = _readable(A, 0)[0], _readable(B, 1)[0]
     for args in launches(A, B, out, tile, batch, transposed=transposed):
         launch(*args)
 
 
 def reads_in_place(x, row_axis: int) -> bool:
-    """Whether the kernel reads operand x (A: row_axis 0, B: 1) as it is, without a padded copy."""
-    return _aligned(x, row_axis)[0] is x
+    """Whether the kernel reads operand x (A: row_axis 0, B: 1) as it is, without a copy."""
+    return _readable(x, row_axis)[0] is x
+
+
+def reads_pairs(x, row_axis: int) -> bool:
+    """Whether the kernel reads operand x in place in 16-byte chunks: a 16-byte aligned base and an even ld."""
+    a, _, ld = _readable(x, row_axis)
+    return a is x and a.data.ptr % 16 == 0 and ld % 2 == 0
 
 
 def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: int | None = None,
@@ -122,8 +115,8 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
     """The launches (launch()'s arguments) that run() makes; c_ptr: the first product's output address, if not
     out's (out then gives the shape). transposed: run C^T = B^T @ A^T, the default where A's k and B's columns are
     contiguous (two C-order operands): the kernel's mma A is then B^T, row-contiguous, and its fragments need no
-    register moves. The launches hold only addresses: A and B must be readable in place (run() and launcher() pad
-    them first, and keep the copies while the launches are queued)."""
+    register moves. The launches hold only addresses: A and B must be readable in place (run() and launcher() copy
+    an operand without a unit stride first, and keep the copies while the launches are queued)."""
     tile = DEFAULT if tile is None else tile
     m, k = A.shape
     k2, n = B.shape
@@ -131,8 +124,8 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
     assert A.dtype == B.dtype == out.dtype == cupy.float64, (A.dtype, B.dtype, out.dtype)
     assert max(m, n, k) <= MAX_DIM and min(m, n, k) >= 1, (m, n, k)
     count, batch_a, batch_b = batch
-    (a, a_kc, lda), (b, b_kc, ldb) = _aligned(A, 0), _aligned(B, 1)
-    assert a is A and b is B and batch_a % 2 == 0 and batch_b % 2 == 0, "the kernel reads A and B in place: pad them first"
+    (a, a_kc, lda), (b, b_kc, ldb) = _readable(A, 0), _readable(B, 1)
+    assert a is A and b is B, "the kernel reads A and B in place: copy an operand without a unit stride first"
     if transposed is None:
         transposed = _transposes(a_kc, b_kc)
     if transposed:  # B^T is the kernel's A, A^T its B: each keeps its layout flag (its k stride is the same)
@@ -154,7 +147,7 @@ def _transposes(a_kc: bool, b_kc: bool) -> bool:
 
 def reads_b_first(A, B) -> bool:
     """Whether launches() of these operands (read in place) runs C^T = B^T @ A^T: B's address leads each launch."""
-    return _transposes(_aligned(A, 0)[1], _aligned(B, 1)[1])
+    return _transposes(_readable(A, 0)[1], _readable(B, 1)[1])
 
 
 def fits(tile: DmmaTile, device_id: int) -> bool:
@@ -199,24 +192,24 @@ def resident(tile: DmmaTile, device_id: int) -> int:
 def moves_fragments(A, B) -> bool:
     """Whether the kernel re-pairs its mma A fragments with register moves for these operands: both k-contiguous
     (a C-order A and an F-order B), so that its A is k-contiguous whichever way it runs."""
-    from .matmul import _layout  # (the layout alone: a padded copy keeps it)
+    from .matmul import _layout  # (the layout alone: a copy keeps it)
 
     return _layout(A, 0)[1] and _layout(B, 1)[1]
 
 
 def launcher(A, B, out, tile: DmmaTile | None = None):
     """f(A, B, out): run(A, B, out, tile) with its launches built once for operands of these shapes and strides (an
-    operand the kernel cannot read in place is copied on every call into a padded one, laid out the same each time)."""
+    operand without a unit stride is copied on every call, laid out the same each time)."""
     tile = DEFAULT if tile is None else tile
-    (a, a_kc, _), (b, b_kc, _) = _aligned(A, 0), _aligned(B, 1)
+    (a, a_kc, _), (b, b_kc, _) = _readable(A, 0), _readable(B, 1)
     copy_a, copy_b = a is not A, b is not B
     swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)
     first, second = (b, a) if swap else (a, b)
     product = rebased(launches(a, b, out, tile, transposed=swap), first.data.ptr, second.data.ptr, out.data.ptr)
 
     def run_launches(A, B, out):
-        a = _aligned(A, 0)[0] if copy_a else A
-        b = _aligned(B, 1)[0] if copy_b else B
+        a = _readable(A, 0)[0] if copy_a else A
+        b = _readable(B, 1)[0] if copy_b else B
         first, second = (b, a) if swap else (a, b)
         product(first.data.ptr, second.data.ptr, out.data.ptr)
     return run_launches
@@ -225,8 +218,8 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
 def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
     """f(A, B, out): A @ B as `splits` products over consecutive runs of `depth` of k (the last one shorter) into a
     workspace of partial results, then their sum in a fixed order (deterministic); the launches built once. None
-    where an operand would need a padded copy (the runs are a batch, which reads its operands in place) or the last
-    run is one deep."""
+    where an operand would need a copy (the runs are a batch, which reads its operands in place) or the last run is
+    one deep."""
     from ._matmul_routes import partials_adder
     from .matmul import _layout
 

@@ -285,7 +285,7 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     dots = not tiny and not small and batch_dots_takes(m, k, n, products, device_id, c.dtype)
     pipelined = (not tiny and not small and not dots and c.dtype == mm.F64 and even
                  and mm._matmul_routes.dmma_takes_batch(m, n, k, products, device_id)
-                 and _dmma.reads_in_place(a0, 0) and _dmma.reads_in_place(b0, 1))
+                 and _dmma.reads_pairs(a0, 0) and _dmma.reads_pairs(b0, 1))
     if not (tiny or small or dots or pipelined):
         tile = mm.plan(device_id, c.dtype, m, n, k, products, vectors=mm.reads_vectors(a0, b0, steps))[0]
     c0 = c[(0,) * len(batch)]

@@ -5,8 +5,9 @@
 //
 // Contract: C = A @ B, A m x k, B k x n, C m x n C-contiguous. A_KC: A(i, p) = A[i * lda + p], else A[p * lda + i].
 // B_KC: B(p, j) = B[j * ldb + p], else B[p * ldb + j]. Product z = blockIdx.z reads A + z * batch_a, B + z * batch_b
-// (0: an operand broadcast over the batch) and writes C + z * m * n. Any m, n, k >= 1; 64-bit offsets. The host
-// guarantees 16-byte aligned A and B and even lda, ldb (every 16-byte chunk of two doubles is aligned).
+// (0: an operand broadcast over the batch) and writes C + z * m * n. Any m, n, k >= 1; 64-bit offsets. An operand
+// whose product's base is 16-byte aligned and whose ld is even moves in 16-byte chunks of two doubles; any other
+// (an odd ld, an offset view, an odd batch stride) in the same chunks, copied as two 8-byte halves.
 // c_t: the block's result R = A @ B is stored transposed, R(i, j) at C[j * m + i], so the host can run
 // C = A @ B as C^T = B^T @ A^T for two C-order operands: the mma's A is then B^T, row-contiguous. An mma
 // A fragment pairs rows g and g + 8 at one k, which a k-contiguous A holds in two different 16-byte chunks: the
@@ -27,6 +28,15 @@ __device__ __forceinline__ unsigned dmma_smem(const void* p) { return (unsigned)
 __device__ __forceinline__ void dmma_cp16(unsigned dst, const void* src, int bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+#endif
+}
+// The same 16 bytes as two 8-byte copies (src 8-byte aligned): `doubles` (0, 1, 2) of them read, the rest zero-filled.
+__device__ __forceinline__ void dmma_cp8x2(unsigned dst, const void* src, int doubles) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "cp.async.ca.shared.global.L2::128B [%0], [%1], 8, %2;\n\t"
+        "cp.async.ca.shared.global.L2::128B [%0+8], [%1+8], 8, %3;" ::"r"(dst), "l"(src), "r"(doubles > 0 ? 8 : 0),
+        "r"(doubles > 1 ? 8 : 0) : "memory");
 #endif
 }
 __device__ __forceinline__ void dmma_commit() {
@@ -74,7 +84,9 @@ struct DmmaLoader {
     int soff[SLOTS];    // shared byte offsets of its first SLOTS chunks
     int fixed;          // KC: bit i set where chunk i's line exists; MN: doubles of its chunks that exist (0, 1, 2)
     int first, k;       // KC: k index of its chunks at k = 0; MN: its first line
-    __device__ __forceinline__ DmmaLoader(const double* p, index_t ld, int origin, int mn, int k_, int tid) : k(k_) {
+    bool pairs;         // every chunk is 16-byte aligned: one copy each, else two of 8 bytes
+    __device__ __forceinline__ DmmaLoader(const double* p, index_t ld, int origin, int mn, int k_, int tid)
+        : k(k_), pairs((reinterpret_cast<unsigned long long>(p) & 15) == 0 && (ld & 1) == 0) {
         const int line0 = tid / Tile::CHUNKS, chunk = tid % Tile::CHUNKS, extent = mn - origin;
 #pragma unroll
         for (int i = 0; i < SLOTS; ++i) soff[i] = 8 * Tile::offset(line0 + i * STEP, chunk);
@@ -101,7 +113,10 @@ struct DmmaLoader {
         for (int i = 0; i < PER; ++i, src += stride) {
             const int have = KC ? (fixed >> i & 1 ? have_k : 0) : (k0 + first + i * STEP < k ? fixed : 0);
             const unsigned to = dst + soff[i % SLOTS] + (i / SLOTS) * SLOTS * STEP * Tile::LINE * 8;
-            dmma_cp16(to, have ? src : ptr, have * 8);
+            if (pairs)
+                dmma_cp16(to, have ? src : ptr, have * 8);
+            else
+                dmma_cp8x2(to, have ? src : ptr, have);
         }
     }
 };

@@ -71,7 +71,7 @@ def test_c_order_a_both_ways(tile, b_order):
 @pytest.mark.parametrize("b_order", ORDERS)
 def test_launcher_on_fresh_operands(a_order, b_order):
     """launcher() builds its launches from one set of operands and runs them on others of the same shapes and
-    layouts (odd sides: the padded copies; even ones: read in place)."""
+    layouts (odd leading dimensions: read in 8-byte halves; even ones: in 16-byte chunks)."""
     import cupy
 
     _needs_sm80()
@@ -89,8 +89,9 @@ def test_launcher_on_fresh_operands(a_order, b_order):
 @pytest.mark.parametrize("b_order", ORDERS)
 def test_split_launcher_on_fresh_operands(a_order, b_order):
     """split_launcher() runs k in runs (the last one shorter, or one run alone) on every PLANNED and SPLIT_TILES tile
-    that fits, its launches built once and run on fresh operands; an operand that would need a padded copy, or a last
-    run one deep, gets None."""
+    that fits, its launches built once and run on fresh operands, operands off 16-byte alignment or with an odd
+    leading dimension too (read in 8-byte halves); an operand without a unit stride, or a last run one deep, gets
+    None."""
     import cupy
 
     _needs_sm80()
@@ -105,9 +106,14 @@ def test_split_launcher_on_fresh_operands(a_order, b_order):
                 run(A, B, out)
                 assert_close(out, cupy.matmul(A, B), np.float64, k, f"{tile.name} {a_order}{b_order} {splits}")
     B = random_array((k, n), np.float64, b_order)
-    for odd in (random_array((m, k + 2), np.float64)[:, 1:-1],  # 8 bytes off alignment
-                random_array((m, k + 1), np.float64)[:, :k]):  # an odd leading dimension
-        assert _dmma.split_launcher(odd, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832) is None
+    for name, odd in (("8 bytes off alignment", random_array((m, k + 2), np.float64)[:, 1:-1]),
+                      ("an odd leading dimension", random_array((m, k + 1), np.float64)[:, :k]),
+                      ("F-order, 8 bytes off alignment", random_array((k, m + 2), np.float64)[:, 1:-1].T)):
+        out = poisoned((m, n), np.float64)
+        _dmma.split_launcher(odd, B, out, _dmma.SMALLEST, 5, 832)(odd, B, out)
+        assert_close(out, cupy.matmul(odd, B), np.float64, k, f"{name}, {b_order}")
+    strided = random_array((m, 2 * k), np.float64)[:, ::2]
+    assert _dmma.split_launcher(strided, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832) is None
     A, B = random_array((m, 4 * 832 + 2), np.float64, "F"), random_array((4 * 832 + 2, n), np.float64)
     for last in (2, 1):  # a last run two deep, then one deep (which reads as another layout)
         a, b = A[:, :4 * 832 + last], B[:4 * 832 + last]
@@ -131,7 +137,7 @@ def test_transposed_views_and_misaligned_operands():
     _dmma.run(A, B, out)
     assert_close(out, cupy.matmul(A, B), np.float64, k, "views")
     out = poisoned((m, n), np.float64)
-    _dmma.launcher(A, B, out)(A, B, out)  # (A padded on every call)
+    _dmma.launcher(A, B, out)(A, B, out)  # (A read in 8-byte halves)
     assert_close(out, cupy.matmul(A, B), np.float64, k, "views, launcher")
 
 
@@ -141,7 +147,7 @@ def test_batch_with_a_broadcast_operand(broadcast):
     import cupy
 
     _needs_sm80()
-    count, m, k, n = 5, 70, 38, 50
+    count, m, k, n = 5, 71, 37, 50  # (A's lines and products an odd number of doubles apart: 8-byte halves)
     A = random_array((1 if broadcast == "A" else count, m, k), np.float64)
     B = random_array((1 if broadcast == "B" else count, k, n), np.float64)
     out = poisoned((count, m, n), np.float64)

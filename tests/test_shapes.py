@@ -733,29 +733,24 @@ def test_the_pipelined_kernel_reads_b_first_for_two_c_order_operands():
     assert first == {("C", "C"): True, ("C", "F"): False, ("F", "C"): False, ("F", "F"): False}
 
 
-def test_a_single_odd_line_is_read_in_place_only_with_room_past_its_end(monkeypatch):
-    """The pipelined kernel reads a single line of odd length in place (its last 16-byte chunk zero-filled past the
-    line) only where its allocation holds another double after it, else from a padded copy: compute-sanitizer
-    counts the chunk's 16 bytes at an allocation's end. Operands described by shape, strides and addresses."""
+def test_the_pipelined_kernel_reads_every_operand_with_a_unit_stride_in_place():
+    """_dmma reads an operand with a unit stride in place whatever its leading dimension and offset: in 16-byte
+    chunks where its base is 16-byte aligned and its ld even, else each chunk as two 8-byte halves (no padded copy).
+    Operands described by shape, strides and address."""
     from types import SimpleNamespace
 
     from cudakit import _dmma
 
-    def row(length, base, room):  # a 1 x length C-order row at base, in an allocation `room` doubles longer
-        memory = SimpleNamespace(ptr=base, size=(length + room) * 8)
-        return SimpleNamespace(shape=(1, length), strides=(length * 8, 8), itemsize=8,
-                               data=SimpleNamespace(ptr=base, mem=memory))
+    def operand(rows, cols, ld, order, offset):  # rows x cols, lines ld doubles apart, `offset` doubles past 4096
+        strides = (ld * 8, 8) if order == "C" else (8, ld * 8)
+        return SimpleNamespace(shape=(rows, cols), strides=strides, itemsize=8, data=SimpleNamespace(ptr=4096 + 8 * offset))
 
-    padded = []
-    monkeypatch.setattr(_matmul_routes.mm, "aligned_operand", lambda x, row_axis: padded.append(x) or x)
-    for length, room, in_place, offset in [(7, 1, True, 0), (7, 0, False, 0), (8, 0, True, 0), (1, 0, False, 0),
-                                           (1, 63, True, 0), (7, 0, False, 2), (7, 1, True, 2)]:
-        padded.clear()
-        line = row(length, 4096, room + offset)
-        line.data.ptr += offset * 8  # (a line that starts `offset` doubles into its allocation)
-        a, kc, ld = _dmma._aligned(line, 0)
-        assert kc and padded == ([] if in_place else [line]), (length, room)
-        assert ld == length + length % 2 if in_place else ld == length  # (the kernel steps over no line either way)
+    for rows, cols, ld, order, offset, pairs in [(64, 32, 32, "C", 0, True), (64, 31, 31, "C", 0, False),
+                                                 (64, 32, 33, "C", 0, False), (64, 32, 32, "C", 1, False),
+                                                 (63, 32, 63, "F", 0, False), (64, 32, 64, "F", 2, True),
+                                                 (1, 7, 7, "C", 0, False), (1, 8, 8, "C", 0, True)]:
+        x = operand(rows, cols, ld, order, offset)
+        assert _dmma.reads_in_place(x, 0) and _dmma.reads_pairs(x, 0) == pairs, (rows, cols, ld, order, offset)
 
 
 def test_a_kept_launch_reads_each_calls_padded_copies(monkeypatch):

@@ -4,6 +4,7 @@ CuPy's memory pool is switched off so each array is its own cudaMalloc and memch
 past any array. Usage: compute-sanitizer --tool memcheck python3 tools/sanitize.py [--small] [--drop-in | --dmma]
 """
 import importlib
+import itertools
 import sys
 
 import cupy
@@ -215,14 +216,15 @@ def preprocessing() -> int:
 
 
 def pipelined_fp64(small: bool) -> int:
-    """Every tile of the pipelined FP64 tensor-core kernel on odd shapes in the four layouts (sm_80 and later)."""
+    """Every tile of the pipelined FP64 tensor-core kernel in the four layouts (sm_80 and later): odd shapes (each
+    chunk of an odd leading dimension copied in 8-byte halves) and even ones (16-byte chunks)."""
     from cudakit import _dmma
 
     if int(cupy.cuda.Device().compute_capability) < 80:
         return 0
     runs = 0
     for tile in _dmma.TILES:
-        for m, k, n in ([(1, 1, 1), (129, 67, 131)] if small else [(257, 517, 263)]):
+        for m, k, n in ([(1, 1, 1), (129, 67, 131), (130, 66, 132)] if small else [(257, 517, 263), (258, 518, 264)]):
             for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
                 A, B = rand((m, k), np.float64, oa), rand((k, n), np.float64, ob)
                 out = cupy.empty((m, n), np.float64)
@@ -230,8 +232,8 @@ def pipelined_fp64(small: bool) -> int:
                 assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, m, k, n, oa, ob)
                 runs += 1
     for tile in dict.fromkeys(_dmma.PLANNED + _dmma.SPLIT_TILES):  # k in runs, the last one shorter, off the slice
-        for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
-            m, k, n = 70, 1030, 50
+        for (oa, ob), (m, k, n) in itertools.product((("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")),
+                                                     ((70, 1030, 50), (71, 1031, 51))):
             A, B = rand((m, k), np.float64, oa), rand((k, n), np.float64, ob)
             out = cupy.empty((m, n), np.float64)
             _dmma.split_launcher(A, B, out, tile, 3, 352)(A, B, out)
