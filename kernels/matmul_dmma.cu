@@ -5,9 +5,9 @@
 //
 // Contract: C = A @ B, A m x k, B k x n, C m x n C-contiguous. A_KC: A(i, p) = A[i * lda + p], else A[p * lda + i].
 // B_KC: B(p, j) = B[j * ldb + p], else B[p * ldb + j]. Product z = blockIdx.z reads A + z * batch_a, B + z * batch_b
-// (0: an operand broadcast over the batch) and writes C + z * m * n. Any m, n, k >= 1; 64-bit offsets. An operand
-// whose product's base is 16-byte aligned and whose ld is even moves in 16-byte chunks of two doubles; any other
-// (an odd ld, an offset view, an odd batch stride) in the same chunks, copied as two 8-byte halves.
+// (0: an operand broadcast over the batch) and writes C + z * m * n. Any m, n, k >= 1; 64-bit offsets. Operands move
+// in chunks of two doubles: one 16-byte copy where a chunk is 16-byte aligned, else two 8-byte copies (an odd ld
+// leaves every other line so, an offset view or an odd batch stride may leave all).
 // c_t: the block's result R = A @ B is stored transposed, R(i, j) at C[j * m + i], so the host can run
 // C = A @ B as C^T = B^T @ A^T for two C-order operands: the mma's A is then B^T, row-contiguous. An mma
 // A fragment pairs rows g and g + 8 at one k, which a k-contiguous A holds in two different 16-byte chunks: the
@@ -70,8 +70,11 @@ struct DmmaTile {
     }
 };
 
-// Copies one operand's slices: thread tid moves chunk c = tid % CHUNKS of lines tid / CHUNKS + i * STEP. The
-// swizzle of line0 + i * STEP repeats every PERIOD chunks, so the shared offsets are PERIOD values plus constants.
+// Copies one operand's slices: thread tid moves chunk c = tid % CHUNKS of lines line0 + i * STEP, line0 from
+// tid / CHUNKS, where KC puts the even lines on the first half of the threads and the odd lines on the second: with
+// an odd ld, lines of one parity are 16-byte aligned, and each warp's lines share a parity (MN: a warp is within one
+// line). The swizzle of line0 + i * STEP repeats every PERIOD chunks, so the shared offsets are PERIOD values plus
+// constants.
 template <int BMN, int BK, bool KC, int THREADS>
 struct DmmaLoader {
     using Tile = DmmaTile<BMN, BK, KC>;
@@ -79,15 +82,17 @@ struct DmmaLoader {
     static constexpr int PERIOD = KC ? (STEP % 2 ? 2 : 1) : (STEP % 8 == 0 ? 1 : STEP % 4 == 0 ? 2 : STEP % 2 == 0 ? 4 : 8);
     static constexpr int SLOTS = PERIOD < PER ? PERIOD : PER;
     static_assert(THREADS % Tile::CHUNKS == 0 && Tile::LINES % STEP == 0, "whole lines per pass, every line covered");
+    static_assert(KC ? STEP / 2 % (32 / Tile::CHUNKS) == 0 : Tile::CHUNKS % 32 == 0, "a warp's lines share a parity");
     const double* ptr;  // this thread's first chunk at k = 0
     index_t stride;     // elements from one of its chunks to the next (STEP lines)
     int soff[SLOTS];    // shared byte offsets of its first SLOTS chunks
-    int fixed;          // KC: bit i set where chunk i's line exists; MN: doubles of its chunks that exist (0, 1, 2)
+    int fixed;          // KC: bit i set where chunk i's line exists; MN: doubles of its chunks that exist (0, 1, 2);
+                        // and HALVES set where its chunks are not 16-byte aligned (each copied as two 8-byte halves)
     int first, k;       // KC: k index of its chunks at k = 0; MN: its first line
-    bool pairs;         // every chunk is 16-byte aligned: one copy each, else two of 8 bytes
-    __device__ __forceinline__ DmmaLoader(const double* p, index_t ld, int origin, int mn, int k_, int tid)
-        : k(k_), pairs((reinterpret_cast<unsigned long long>(p) & 15) == 0 && (ld & 1) == 0) {
-        const int line0 = tid / Tile::CHUNKS, chunk = tid % Tile::CHUNKS, extent = mn - origin;
+    static constexpr int HALVES = 1 << 30;
+    __device__ __forceinline__ DmmaLoader(const double* p, index_t ld, int origin, int mn, int k_, int tid) : k(k_) {
+        const int pass = tid / Tile::CHUNKS, chunk = tid % Tile::CHUNKS, extent = mn - origin;
+        const int line0 = KC ? 2 * (pass % (STEP / 2)) + pass / (STEP / 2) : pass;
 #pragma unroll
         for (int i = 0; i < SLOTS; ++i) soff[i] = 8 * Tile::offset(line0 + i * STEP, chunk);
         if (KC) {
@@ -103,6 +108,7 @@ struct DmmaLoader {
             first = line0;
             fixed = extent - 2 * chunk < 0 ? 0 : extent - 2 * chunk < 2 ? extent - 2 * chunk : 2;
         }
+        if (reinterpret_cast<unsigned long long>(ptr) & 15) fixed |= HALVES;  // (STEP and BK even: as are all its chunks)
     }
     // Slice kt (k from kt * BK) into the stage at shared address dst (bytes).
     __device__ __forceinline__ void load(unsigned dst, int kt) const {
@@ -111,9 +117,9 @@ struct DmmaLoader {
         const int have_k = k - (k0 + first) < 0 ? 0 : k - (k0 + first) < 2 ? k - (k0 + first) : 2;  // KC
 #pragma unroll
         for (int i = 0; i < PER; ++i, src += stride) {
-            const int have = KC ? (fixed >> i & 1 ? have_k : 0) : (k0 + first + i * STEP < k ? fixed : 0);
+            const int have = KC ? (fixed >> i & 1 ? have_k : 0) : (k0 + first + i * STEP < k ? fixed & 3 : 0);
             const unsigned to = dst + soff[i % SLOTS] + (i / SLOTS) * SLOTS * STEP * Tile::LINE * 8;
-            if (pairs)
+            if (!(fixed & HALVES))
                 dmma_cp16(to, have ? src : ptr, have * 8);
             else
                 dmma_cp8x2(to, have ? src : ptr, have);
