@@ -73,6 +73,11 @@ MIN_DEPTH, MIN_ROUND = 256, 0.8
 # split's tiles and rounds").
 LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS = 16384, 1024, 2048, 2
 SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 in 32-deep slices
+# The kernel copies a chunk of two doubles that is not 16-byte aligned as two 8-byte halves, which slows it (an odd
+# ld leaves every other line so, an offset view with an even ld every line). A product with at least
+# PAD_MIN_FLOPS_PER_BYTE flops per byte of such operands (counted twice where every line is off) reads padded copies
+# instead (matmul.aligned_operand); fewer flops a byte read them in place (docs/NOTES.md, "Odd leading dimensions").
+PAD_MIN_FLOPS_PER_BYTE = 400
 
 
 def instantiation_groups():
@@ -92,11 +97,26 @@ def _readable(x, row_axis: int):
 def run(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), transposed: bool | None = None) -> None:
     """out = A @ B in float64 on the tensor cores (sm_80+). A m x k, B k x n, out m x n C-contiguous (out's first
     product; all `count` products one after the other). batch = (count, A's stride, B's stride) in elements
-    between products (0: broadcast). An operand without a unit stride is copied with count 1 only."""
+    between products (0: broadcast). With count 1, an operand without a unit stride is copied, and misaligned ones
+    are padded where that pays (_operands)."""
     if batch[0] == 1:  # copied here, where the copies outlive the launches that read them
-        A, B = _readable(A, 0)[0], _readable(B, 1)[0]
+        A, B = _operands(A, B)
     for args in launches(A, B, out, tile, batch, transposed=transposed):
         launch(*args)
+
+
+def _operands(A, B):
+    """(A, B) as one product's launches read them: readable layouts in place, misaligned ones padded where the
+    product does at least PAD_MIN_FLOPS_PER_BYTE flops per byte of them."""
+    from .matmul import aligned_operand
+
+    a, b = _readable(A, 0)[0], _readable(B, 1)[0]
+    (m, k), n = a.shape, b.shape[1]
+    halves = [(x, axis) for x, axis in ((a, 0), (b, 1)) if not reads_pairs(x, axis)]
+    weight = sum(x.nbytes * (2 if _readable(x, axis)[2] % 2 == 0 else 1) for x, axis in halves)
+    if halves and 2 * m * n * k >= PAD_MIN_FLOPS_PER_BYTE * weight:
+        a, b = aligned_operand(a, 0), aligned_operand(b, 1)
+    return a, b
 
 
 def reads_in_place(x, row_axis: int) -> bool:
@@ -199,17 +219,17 @@ def moves_fragments(A, B) -> bool:
 
 def launcher(A, B, out, tile: DmmaTile | None = None):
     """f(A, B, out): run(A, B, out, tile) with its launches built once for operands of these shapes and strides (an
-    operand without a unit stride is copied on every call, laid out the same each time)."""
+    operand without a unit stride, or padded by _operands, is copied on every call, laid out the same each time)."""
     tile = DEFAULT if tile is None else tile
-    (a, a_kc, _), (b, b_kc, _) = _readable(A, 0), _readable(B, 1)
+    a, b = _operands(A, B)
+    (_, a_kc, _), (_, b_kc, _) = _readable(a, 0), _readable(b, 1)
     copy_a, copy_b = a is not A, b is not B
     swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)
     first, second = (b, a) if swap else (a, b)
     product = rebased(launches(a, b, out, tile, transposed=swap), first.data.ptr, second.data.ptr, out.data.ptr)
 
     def run_launches(A, B, out):
-        a = _readable(A, 0)[0] if copy_a else A
-        b = _readable(B, 1)[0] if copy_b else B
+        a, b = _operands(A, B) if copy_a or copy_b else (A, B)
         first, second = (b, a) if swap else (a, b)
         product(first.data.ptr, second.data.ptr, out.data.ptr)
     return run_launches
