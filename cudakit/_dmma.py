@@ -119,11 +119,6 @@ def _operands(A, B):
     return a, b
 
 
-def reads_in_place(x, row_axis: int) -> bool:
-    """Whether the kernel reads operand x (A: row_axis 0, B: 1) as it is, without a copy."""
-    return _readable(x, row_axis)[0] is x
-
-
 def reads_pairs(x, row_axis: int) -> bool:
     """Whether the kernel reads operand x in place in 16-byte chunks: a 16-byte aligned base and an even ld."""
     a, _, ld = _readable(x, row_axis)
@@ -238,12 +233,12 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
 def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
     """f(A, B, out): A @ B as `splits` products over consecutive runs of `depth` of k (the last one shorter) into a
     workspace of partial results, then their sum in a fixed order (deterministic); the launches built once. None
-    where an operand would need a copy (the runs are a batch, which reads its operands in place) or the last run is
-    one deep."""
+    where an operand is not read in 16-byte chunks (read in halves, the runs lost to the register tiles' split; the
+    runs are a batch, which reads its operands in place) or the last run is one deep."""
     from ._matmul_routes import partials_adder
     from .matmul import _layout
 
-    if not (reads_in_place(A, 0) and reads_in_place(B, 1)):
+    if not (reads_pairs(A, 0) and reads_pairs(B, 1)):
         return None
     m, k = A.shape
     n = B.shape[1]

@@ -119,7 +119,7 @@ struct DmmaLoader {
         for (int i = 0; i < PER; ++i, src += stride) {
             const int have = KC ? (fixed >> i & 1 ? have_k : 0) : (k0 + first + i * STEP < k ? fixed & 3 : 0);
             const unsigned to = dst + soff[i % SLOTS] + (i / SLOTS) * SLOTS * STEP * Tile::LINE * 8;
-            if (!(fixed & HALVES))
+            if (!(fixed & HALVES) && have != 1)  // (one double: 8 bytes, so that no copy names bytes past a line's end)
                 dmma_cp16(to, have ? src : ptr, have * 8);
             else
                 dmma_cp8x2(to, have ? src : ptr, have);

@@ -543,8 +543,8 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
     """The fast variant's FP64 path on sm_80+: products at least _dmma.MIN_DEPTH deep, both sides of C past
     NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole (for a
     C-order A with an F-order B, only the 128 x 128 tile where it fills the GPU). A small C with a long k is planned
-    on them too, k split: they take it where both operands (and the last run of k) are read in place, else the
-    register tiles do."""
+    on them too, k split: they take it where both operands (and the last run of k) are read in place in 16-byte
+    chunks, else the register tiles do."""
     import cupy
 
     from cudakit import _dmma, _matmul_routes
@@ -566,7 +566,7 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
     B = random_array((k, n), np.float64, orders[1])
     out = cudakit.matmul(A, B, out=poisoned((m, n), np.float64))
     if long_k:
-        in_place = _dmma.reads_in_place(A, 0) and _dmma.reads_in_place(B, 1)
+        in_place = _dmma.reads_pairs(A, 0) and _dmma.reads_pairs(B, 1)
         assert (taken, split) == ([], [tile] if in_place else []), (tile, in_place)
     elif _dmma.moves_fragments(A, B):  # a C-order A and an F-order B: the 128 x 128 tile only where it fills the GPU
         assert taken == ([_dmma.DEFAULT] if _matmul_routes.dmma_takes_batch(m, n, k, 1, 0) else [])

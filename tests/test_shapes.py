@@ -750,7 +750,7 @@ def test_the_pipelined_kernel_reads_every_operand_with_a_unit_stride_in_place():
                                                  (63, 32, 63, "F", 0, False), (64, 32, 64, "F", 2, True),
                                                  (1, 7, 7, "C", 0, False), (1, 8, 8, "C", 0, True)]:
         x = operand(rows, cols, ld, order, offset)
-        assert _dmma.reads_in_place(x, 0) and _dmma.reads_pairs(x, 0) == pairs, (rows, cols, ld, order, offset)
+        assert _dmma._readable(x, 0)[0] is x and _dmma.reads_pairs(x, 0) == pairs, (rows, cols, ld, order, offset)
 
 
 def test_a_kept_launch_reads_each_calls_padded_copies(monkeypatch):

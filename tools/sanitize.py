@@ -4,7 +4,6 @@ CuPy's memory pool is switched off so each array is its own cudaMalloc and memch
 past any array. Usage: compute-sanitizer --tool memcheck python3 tools/sanitize.py [--small] [--drop-in | --dmma]
 """
 import importlib
-import itertools
 import sys
 
 import cupy
@@ -216,8 +215,9 @@ def preprocessing() -> int:
 
 
 def pipelined_fp64(small: bool) -> int:
-    """Every tile of the pipelined FP64 tensor-core kernel in the four layouts (sm_80 and later): odd shapes (each
-    chunk of an odd leading dimension copied in 8-byte halves) and even ones (16-byte chunks)."""
+    """Every tile of the pipelined FP64 tensor-core kernel in the four layouts (sm_80 and later): odd shapes (every
+    other line of an odd leading dimension copied in 8-byte halves), even ones (16-byte chunks), and views 8 bytes
+    past 16-byte alignment with an even leading dimension (every line in halves)."""
     from cudakit import _dmma
 
     if int(cupy.cuda.Device().compute_capability) < 80:
@@ -231,9 +231,15 @@ def pipelined_fp64(small: bool) -> int:
                 _dmma.run(A, B, out, tile)
                 assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, m, k, n, oa, ob)
                 runs += 1
+        m, k, n = (65, 37, 67) if small else (257, 517, 263)
+        A, B = rand((m, k + 3), np.float64)[:, 1:k + 1], rand((n, k + 3), np.float64)[:, 1:k + 1].T
+        out = cupy.empty((m, n), np.float64)
+        _dmma.run(A, B, out, tile)
+        assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, "offset views")
+        runs += 1
     for tile in dict.fromkeys(_dmma.PLANNED + _dmma.SPLIT_TILES):  # k in runs, the last one shorter, off the slice
-        for (oa, ob), (m, k, n) in itertools.product((("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")),
-                                                     ((70, 1030, 50), (71, 1031, 51))):
+        for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
+            m, k, n = 70, 1030, 50
             A, B = rand((m, k), np.float64, oa), rand((k, n), np.float64, ob)
             out = cupy.empty((m, n), np.float64)
             _dmma.split_launcher(A, B, out, tile, 3, 352)(A, B, out)
