@@ -15,6 +15,7 @@ from cudakit import _check
 from conftest import on_a_side_stream, poisoned, random_array
 
 mv = importlib.import_module("cudakit.matvec")
+mvp = importlib.import_module("cudakit._matvec_plan")
 dt = importlib.import_module("cudakit.dot")
 
 HALVES = ["float16", "bfloat16"]
@@ -62,7 +63,7 @@ def test_variants_say_which_take_16_bit_types():
 def test_16_bit_modules_leave_out_the_seed_kernels(name):
     dtype, ct = half(name), {"float16": "half_t", "bfloat16": "bfloat16_t"}[name]
     names = mv.instantiations(dtype)
-    assert f"matvec_rowmajor<{ct}, true, 32, {mv.ROW_UNROLL}, false>" in names and f"warp_per_row<{ct}, true>" in names
+    assert f"matvec_rowmajor<{ct}, true, 32, {mvp.ROW_UNROLL}, false>" in names and f"warp_per_row<{ct}, true>" in names
     assert not any(n.startswith("mat_vec_mul") for n in names)
     assert dt.instantiations(dtype) == tuple(f"dot_onepass<{ct}, {v}, {dt.FAST_UNROLL}>" for v in ("true", "false"))
     assert names in mv.instantiation_groups() and dt.instantiations(dtype) in dt.instantiation_groups()
@@ -149,11 +150,11 @@ def test_matvec_16_bit_plans_take_8_wide_vectors_split_and_unsplit(name, order):
     plans = []
     for shape in FAST_PATH_SHAPES:
         A, x = draw(shape, dtype, shape[1], order), draw(shape[1], dtype, shape[1])
-        p = mv.plan(A, x)
+        p = mvp.plan(A, x)
         assert p.vector and p.kernel.startswith("matvec_colmajor") == (order == "F" and shape[0] > 1), (shape, p)
         plans.append(p)
     assert any(p.chunks > 1 for p in plans) and any(p.chunks == 1 for p in plans)
-    assert any(f", {mv.FAST_THREADS}, " in p.kernel for p in plans if "rowmajor" in p.kernel) == (order == "C")
+    assert any(f", {mvp.FAST_THREADS}, " in p.kernel for p in plans if "rowmajor" in p.kernel) == (order == "C")
 
 
 KNOBS = [{"persistent": False}, {"balanced": False}, {"block_rows": False}, {"row_unroll": 2}, {"row_unroll": 8},
@@ -168,7 +169,7 @@ def test_matvec_16_bit_under_other_tuning(knobs, name, order):
     dtype = half(name)
     for shape in FAST_PATH_SHAPES + [(97, 1013), (3, 4096), (4096, 3)]:
         A, x = draw(shape, dtype, shape[1], order), draw(shape[1], dtype, shape[1])
-        p = mv.plan(A, x, **knobs)
+        p = mvp.plan(A, x, **knobs)
         out = poisoned((shape[0],), dtype)
         mv._run_plan(A, x, out, p)
         assert_product(out, A, x, dtype, shape[1], f"{knobs} {order} {shape} {p}")
@@ -230,7 +231,7 @@ def test_matvec_16_bit_zero_size_and_side_stream(name):
     assert bool((_check.as_float64(out) == 0).all())
     assert cudakit.matvec(cupy.empty((0, 5), dtype), random_array(5, dtype)).dtype == dtype
     A, x = draw((64, 1 << 16), dtype, 1 << 16), draw(1 << 16, dtype, 1 << 16)  # a split plan: float partials
-    assert mv.plan(A, x).chunks > 1
+    assert mvp.plan(A, x).chunks > 1
     res = on_a_side_stream(lambda o: cudakit.matvec(A, x, out=o), cupy.empty(64, dtype))
     assert_product(res, A, x, dtype, 1 << 16, "side stream")
 
@@ -263,7 +264,7 @@ def test_matvec_float16_split_partials_are_never_rounded_to_16_bits(order, shape
     dtype = np.dtype(np.float16)
     m, n = shape
     A, x = random_array(shape, dtype, order), random_array(n, dtype)
-    p = mv.plan(A, x)
+    p = mvp.plan(A, x)
     length = p.chunk * (8 if p.vector and "rowmajor" in p.kernel else 1)
     assert p.chunks >= 2 and length >= 64, p
 

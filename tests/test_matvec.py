@@ -8,6 +8,7 @@ from cudakit import _check
 from conftest import assert_close, on_a_side_stream, poisoned, random_array
 
 mv = importlib.import_module("cudakit.matvec")  # the module (cudakit.matvec is the function)
+mvp = importlib.import_module("cudakit._matvec_plan")
 
 VARIANTS = [v.name for v in cudakit.variants("matvec")]
 DTYPES = [np.float32, np.float64]
@@ -49,7 +50,7 @@ def test_fast_path_shapes_cover_vector_split_and_unsplit_plans(dtype, order):
     plans = []
     for shape in FAST_PATH_SHAPES:
         A, x = random_array(shape, dtype, order), random_array(shape[1], dtype)
-        p = mv.plan(A, x)
+        p = mvp.plan(A, x)
         assert p.vector and p.kernel.startswith("matvec_colmajor") == (order == "F" and shape[0] > 1), (shape, p)
         plans.append(p)
     assert any(p.chunks > 1 for p in plans) and any(p.chunks == 1 for p in plans)
@@ -71,7 +72,7 @@ def test_fast_plans_under_other_tuning(knobs, dtype, order):
     """Every tuning the probe times computes the same function (so a default can move to any of them)."""
     for shape in FAST_PATH_SHAPES + [(97, 1013), (3, 4096), (4096, 3)]:
         A, x = random_array(shape, dtype, order), random_array(shape[1], dtype)
-        p = mv.plan(A, x, **knobs)
+        p = mvp.plan(A, x, **knobs)
         out = poisoned((shape[0],), dtype)
         mv._run_plan(A, x, out, p)
         assert_close(out, _reference(A, x), dtype, shape[1], f"{knobs} {order} {shape} {p}")
@@ -81,11 +82,11 @@ def test_fast_plans_under_other_tuning(knobs, dtype, order):
 def test_long_rows_take_a_block_each(dtype):
     """Rows of BLOCK_ROW_BYTES or more: a block per row, one resident wave of blocks striding over the rows; rows too
     few to fill half the resident blocks stay a warp each, split into chunks."""
-    long_row = mv.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize
+    long_row = mvp.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize
     for m, n, block in ((3000, long_row, True), (3000, long_row - 16, False), (23, 4 * long_row + 8, False)):
         A, x = random_array((m, n), dtype), random_array(n, dtype)
-        p = mv.plan(A, x)
-        assert (f", {mv.FAST_THREADS}, " in p.kernel) == block, p
+        p = mvp.plan(A, x)
+        assert (f", {mvp.FAST_THREADS}, " in p.kernel) == block, p
         if block:
             assert p.chunks == 1 and p.tiles == m and p.grid < m, p
         elif m < 100:
@@ -172,26 +173,26 @@ def test_few_row_column_major_matrices_are_read_as_one_run(dtype, limits, monkey
     "widest", both FAST_THREADS): the thin kernel, which reads A as one contiguous run, right on every row and
     column (a partial last vector included) and the same bits on a second call."""
     if limits == "widest":
-        monkeypatch.setattr(mv, "THIN_MAX_ROWS", mv.FAST_THREADS)
-        monkeypatch.setattr(mv, "THIN_MAX_VECTOR_ROWS", mv.FAST_THREADS)
+        monkeypatch.setattr(mvp, "THIN_MAX_ROWS", mvp.FAST_THREADS)
+        monkeypatch.setattr(mvp, "THIN_MAX_VECTOR_ROWS", mvp.FAST_THREADS)
         monkeypatch.setattr(mv, "_launchers", {})
-        mv._plan.cache_clear()
+        mvp._plan.cache_clear()
     width = 16 // np.dtype(dtype).itemsize
     try:
         for m, n in THIN:
             n = min(n, 20_011) if dtype == np.float16 else n  # (sums past 65504 overflow float16)
             A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
-            p = mv.plan(A, x)
-            wanted = m <= (mv.THIN_MAX_ROWS if m % width else mv.THIN_MAX_VECTOR_ROWS)
+            p = mvp.plan(A, x)
+            wanted = m <= (mvp.THIN_MAX_ROWS if m % width else mvp.THIN_MAX_VECTOR_ROWS)
             assert ("thin" in p.kernel) == (wanted and n > 1), (m, n)  # (n = 1: C order too)
             if "thin" in p.kernel:  # one wave at most, its stride over the run a multiple of m
-                assert p.grid * width * mv.FAST_THREADS % m == 0, (m, n, p)
-                assert p.grid <= mv._resident_blocks(p.kernel, A.dtype, A.data.device_id), (m, n, p)
+                assert p.grid * width * mvp.FAST_THREADS % m == 0, (m, n, p)
+                assert p.grid <= mvp._resident_blocks(p.kernel, A.dtype, A.data.device_id), (m, n, p)
             _check_result(A, x, "fast", f"thin {m}x{n}")
             first = cudakit.matvec(A, x).copy()
             assert bool((cudakit.matvec(A, x) == first).all()), (m, n)
     finally:
-        mv._plan.cache_clear()  # (plans made under the widest limits)
+        mvp._plan.cache_clear()  # (plans made under the widest limits)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
@@ -203,15 +204,15 @@ def test_short_rows_take_their_lanes_and_unroll(dtype):
 
     item = np.dtype(dtype).itemsize
     taken = set()
-    for n in range(1, mv.SHORT_VECTOR_ROW_BYTES // item + 5):
+    for n in range(1, mvp.SHORT_VECTOR_ROW_BYTES // item + 5):
         m = 4099 if n < 40 else 1031
         flat = random_array(m * n + 1, dtype)
         for A in (flat[:-1].reshape(m, n), flat[1:].reshape(m, n)):
             x = random_array(n, dtype)
-            p = mv.plan(A, x)
+            p = mvp.plan(A, x)
             vector = A.data.ptr % 16 == 0 and x.data.ptr % 16 == 0 and n * item % 16 == 0
-            short = mv._short_rows(n, item, vector)
-            staged = mv.takes_staged(n, item, A.data.ptr % 16 == 0 and x.data.ptr % 16 == 0, A.data.device_id)
+            short = mvp._short_rows(n, item, vector)
+            staged = mvp.takes_staged(n, item, A.data.ptr % 16 == 0 and x.data.ptr % 16 == 0, A.data.device_id)
             assert p.vector == vector and staged == p.kernel.startswith("matvec_rows_staged"), (n, p)
             if short:
                 assert f"matvec_rowmajor<{p.kernel.split('<')[1].split(',')[0]}, {str(vector).lower()}, " \
@@ -234,19 +235,19 @@ def test_short_element_rows_are_staged_in_shared_memory(dtype):
 
     item = np.dtype(dtype).itemsize
     width = 16 // item
-    longest = (mv.staged_max_row_bytes(item, cupy.cuda.Device().id) - 1) // item
-    shortest = -(-mv.SHORT_ELEMENT_ROW_BYTES // item)
+    longest = (mvp.staged_max_row_bytes(item, cupy.cuda.Device().id) - 1) // item
+    shortest = -(-mvp.SHORT_ELEMENT_ROW_BYTES // item)
     for n, m in ((shortest + 1, 300_001), (longest, 4099), (shortest, 257), (longest - 1, 1031), (shortest + 3, 1)):
         flat = random_array(m * n + width, dtype)
         for lead in range(width) if m < 300_000 else (1,):  # the run's start 0 to width - 1 elements into a vector
             A, x = flat[lead:lead + m * n].reshape(m, n), random_array(n, dtype)
-            staged = mv.plan(A, x).kernel.startswith("matvec_rows_staged")
-            assert staged == bool(lead or n % width), (n, lead, mv.plan(A, x))  # (aligned vector rows: not staged)
+            staged = mvp.plan(A, x).kernel.startswith("matvec_rows_staged")
+            assert staged == bool(lead or n % width), (n, lead, mvp.plan(A, x))  # (aligned vector rows: not staged)
             _check_result(A, x, "fast", f"staged {m}x{n} at {lead}")
     A = random_array(1031 * (longest + 1) + 1, dtype)[1:].reshape(1031, longest + 1)  # the bound: not staged
-    assert not mv.plan(A, random_array(longest + 1, dtype)).kernel.startswith("matvec_rows_staged")
+    assert not mvp.plan(A, random_array(longest + 1, dtype)).kernel.startswith("matvec_rows_staged")
     A, x = random_array((3, 1000, shortest + 3), dtype), random_array((3, shortest + 3), dtype)
-    assert mv.plan(A[0], x[0]).kernel.startswith("matvec_rows_staged")
+    assert mvp.plan(A[0], x[0]).kernel.startswith("matvec_rows_staged")
     out = poisoned((3, 1000), dtype)
     cudakit.matvec(A, x, out=out)
     ref = cupy.einsum("bij,bj->bi", A.astype(cupy.float64), x.astype(cupy.float64))
@@ -269,7 +270,7 @@ def test_split_plans_and_dots_interleaved_on_one_stream():
     for _ in range(2):
         for shape, order in cases:
             A, x = random_array(shape, np.float32, order), random_array(shape[1], np.float32)
-            split += mv.plan(A, x).chunks > 1
+            split += mvp.plan(A, x).chunks > 1
             a, b = random_array(1 << 20, np.float32), random_array(1 << 20, np.float32)
             _check_result(A, x, "fast", f"{shape} {order} after dots")
             d = cudakit.dot(a, b)

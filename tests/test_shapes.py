@@ -330,10 +330,9 @@ def test_one_row_or_column_of_c_reads_a_column_major_operand_as_one_run(dtype, m
     vectors (up to THIN_MAX_ROWS) or is whole vectors (up to THIN_MAX_VECTOR_ROWS): the thin column-major matvec
     kernel, which reads the operand as one contiguous run."""
     m, k, n = mkn
-    mv = importlib.import_module("cudakit.matvec")
     a, b = random_array((m, k), dtype, "C" if m == 1 else "F"), random_array((k, n), dtype)
     matrix, vector = (a, b[:, 0]) if n == 1 else (b.T, a[0])
-    assert "thin" in mv.plan(matrix, vector).kernel
+    assert "thin" in mvp.plan(matrix, vector).kernel
     out = poisoned((m, n), dtype)
     cudakit.matmul(a, b, out=out)
     assert_close(out, ref64(a, b), dtype, k, f"{mkn}")
@@ -466,19 +465,20 @@ def test_batched_matvec_equals_cupy(dtype, shapes):
 
 
 mv = importlib.import_module("cudakit.matvec")
+mvp = importlib.import_module("cudakit._matvec_plan")
 
 
 def test_short_matvec_rows_take_lanes_by_their_loads():
     """GPU-less: _short_rows on the row lengths its probe measured (16-byte vectors, then element loads)."""
-    rows = mv._short_rows
+    rows = mvp._short_rows
     assert rows(8, 4, True) == (1, 2) and rows(16, 4, True) == (2, 2)  # 2 and 4 vectors
     assert rows(20, 4, True) == (4, 1) and rows(28, 4, True) == (4, 2) and rows(60, 4, True) == (4, 2)  # 5, 7, 15
     assert rows(64, 4, True) is None and rows(32, 8, True) is None  # 16 vectors: the general rule
     assert rows(3, 4, False) == (1, 1) and rows(7, 4, False) == (2, 1) and rows(11, 4, False) == (4, 1)
     assert rows(5, 8, False) == (4, 1) and rows(23, 2, False) == (4, 2)  # about 12 bytes a lane
     assert rows(12, 4, False) is None and rows(6, 8, False) is None  # 48 bytes of elements: matvec_rows_staged
-    assert mv.takes_staged(12, 4, False, 0) and not mv.takes_staged(11, 4, False, 0)
-    assert not mv.takes_staged(12, 4, True, 0) and not mv.takes_staged(64, 4, False, 0)  # vectors; 256 bytes
+    assert mvp.takes_staged(12, 4, False, 0) and not mvp.takes_staged(11, 4, False, 0)
+    assert not mvp.takes_staged(12, 4, True, 0) and not mvp.takes_staged(64, 4, False, 0)  # vectors; 256 bytes
 
 
 @pytest.mark.gpu

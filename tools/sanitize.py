@@ -11,7 +11,7 @@ import numpy as np
 
 import cudakit
 import cudakit.testing
-from cudakit import _check, _matmul_batch, _matmul_routes, _tune
+from cudakit import _check, _matmul_batch, _matmul_routes, _matvec_plan, _tune
 from cudakit._compile import launch
 
 matmul = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
@@ -58,7 +58,7 @@ def main(small: bool) -> int:
                 for order in ("C", "F"):
                     cudakit.matvec(rand((m, n), dtype, order), rand(n, dtype), variant=v.name, check=True)
                     runs += 1
-        n = matvec.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize  # a block per row, striding over more rows than blocks
+        n = _matvec_plan.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize  # a block per row, striding over more rows than blocks
         for m, cols in ((1200, n), (1201, n + 1), (2, 8 * n + 3), (23, 4 * n + 5)):
             cudakit.matvec(rand((m, cols), dtype), rand(cols, dtype), check=True)
             runs += 1
