@@ -86,9 +86,9 @@ def instantiation_groups():
 
 
 def _readable(x, row_axis: int):
-    """(operand, its k index is contiguous, leading dimension) as the kernel reads it: in place (16-byte chunks where
-    its base is 16-byte aligned and its ld even, else each chunk in two 8-byte halves), an unreadable layout (no unit
-    stride) copied first (matmul._layout)."""
+    """(operand, its k index is contiguous, leading dimension) as the kernel reads it: in place, an unreadable layout
+    (no unit stride) copied first (matmul._layout). The kernel copies each 16-byte aligned chunk of two doubles
+    whole, any other in two 8-byte halves (reads_pairs: whether every chunk is aligned)."""
     from .matmul import _layout
 
     return _layout(x, row_axis)
@@ -213,8 +213,9 @@ def moves_fragments(A, B) -> bool:
 
 
 def launcher(A, B, out, tile: DmmaTile | None = None):
-    """f(A, B, out): run(A, B, out, tile) with its launches built once for operands of these shapes and strides (an
-    operand without a unit stride, or padded by _operands, is copied on every call, laid out the same each time)."""
+    """f(A, B, out): run(A, B, out, tile) with its launches built once for operands of these shapes, strides and
+    16-byte alignments (the fast variant's route key holds all three); an operand without a unit stride, or padded
+    by _operands, is copied on every call, laid out the same each time."""
     tile = DEFAULT if tile is None else tile
     a, b = _operands(A, B)
     (_, a_kc, _), (_, b_kc, _) = _readable(a, 0), _readable(b, 1)

@@ -79,9 +79,10 @@ template <int BMN, int BK, bool KC, int THREADS>
 struct DmmaLoader {
     using Tile = DmmaTile<BMN, BK, KC>;
     static constexpr int STEP = THREADS / Tile::CHUNKS, PER = Tile::LINES / STEP;
-    static constexpr int PERIOD = KC ? (STEP % 2 ? 2 : 1) : (STEP % 8 == 0 ? 1 : STEP % 4 == 0 ? 2 : STEP % 2 == 0 ? 4 : 8);
+    static constexpr int PERIOD = KC ? 1 : (STEP % 8 == 0 ? 1 : STEP % 4 == 0 ? 2 : 4);
     static constexpr int SLOTS = PERIOD < PER ? PERIOD : PER;
     static_assert(THREADS % Tile::CHUNKS == 0 && Tile::LINES % STEP == 0, "whole lines per pass, every line covered");
+    static_assert(STEP % 2 == 0 && PER < 30, "a thread's lines share a parity; the line bits stay below HALVES");
     static_assert(KC ? STEP / 2 % (32 / Tile::CHUNKS) == 0 : Tile::CHUNKS % 32 == 0, "a warp's lines share a parity");
     const double* ptr;  // this thread's first chunk at k = 0
     index_t stride;     // elements from one of its chunks to the next (STEP lines)
@@ -108,7 +109,7 @@ struct DmmaLoader {
             first = line0;
             fixed = extent - 2 * chunk < 0 ? 0 : extent - 2 * chunk < 2 ? extent - 2 * chunk : 2;
         }
-        if (reinterpret_cast<unsigned long long>(ptr) & 15) fixed |= HALVES;  // (STEP and BK even: as are all its chunks)
+        if (reinterpret_cast<unsigned long long>(ptr) & 15) fixed |= HALVES;  // (STEP, BK even: so are all its chunks)
     }
     // Slice kt (k from kt * BK) into the stage at shared address dst (bytes).
     __device__ __forceinline__ void load(unsigned dst, int kt) const {

@@ -110,7 +110,7 @@ def test_fast_on_big_matrices(dtype):
 
     device = cupy.cuda.runtime.getDevice()
     large, small = _tune.tiles(device, np.dtype(dtype))
-    for m, k, n in [(1031, 1029, 1027), (2048 + 3, 1000, 2048 + 5)]:  # misaligned: padded copies (PAD_MIN_DIM)
+    for m, k, n in [(1031, 1029, 1027), (2048 + 3, 1000, 2048 + 5)]:  # misaligned: padded (FP32), in place (FP64 DMMA)
         for oa, ob in [("C", "C"), ("F", "C"), ("C", "F"), ("offset", "T"), ("T", "offset")]:
             A, B = operand((m, k), dtype, oa), operand((k, n), dtype, ob)
             res = cudakit.matmul(A, B)

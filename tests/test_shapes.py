@@ -733,24 +733,53 @@ def test_the_pipelined_kernel_reads_b_first_for_two_c_order_operands():
     assert first == {("C", "C"): True, ("C", "F"): False, ("F", "C"): False, ("F", "F"): False}
 
 
-def test_the_pipelined_kernel_reads_every_operand_with_a_unit_stride_in_place():
-    """_dmma reads an operand with a unit stride in place whatever its leading dimension and offset: in 16-byte
-    chunks where its base is 16-byte aligned and its ld even, else each chunk as two 8-byte halves (no padded copy).
-    Operands described by shape, strides and address."""
+def _double_operand(rows, cols, ld, order, offset):
+    """A float64 operand described by shape, strides and address: rows x cols, lines ld doubles apart, `offset`
+    doubles past 4096."""
     from types import SimpleNamespace
 
-    from cudakit import _dmma
+    strides = (ld * 8, 8) if order == "C" else (8, ld * 8)
+    return SimpleNamespace(shape=(rows, cols), strides=strides, itemsize=8, nbytes=rows * cols * 8,
+                           data=SimpleNamespace(ptr=4096 + 8 * offset))
 
-    def operand(rows, cols, ld, order, offset):  # rows x cols, lines ld doubles apart, `offset` doubles past 4096
-        strides = (ld * 8, 8) if order == "C" else (8, ld * 8)
-        return SimpleNamespace(shape=(rows, cols), strides=strides, itemsize=8, data=SimpleNamespace(ptr=4096 + 8 * offset))
+
+def test_the_pipelined_kernel_reads_16_byte_chunks_only_where_aligned():
+    """_dmma.reads_pairs: an operand with a unit stride is read in 16-byte chunks where its base is 16-byte aligned
+    and its ld even; otherwise its off lines go in 8-byte halves (an odd ld: every other line; an offset base with an
+    even ld: every line)."""
+    from cudakit import _dmma
 
     for rows, cols, ld, order, offset, pairs in [(64, 32, 32, "C", 0, True), (64, 31, 31, "C", 0, False),
                                                  (64, 32, 33, "C", 0, False), (64, 32, 32, "C", 1, False),
                                                  (63, 32, 63, "F", 0, False), (64, 32, 64, "F", 2, True),
                                                  (1, 7, 7, "C", 0, False), (1, 8, 8, "C", 0, True)]:
-        x = operand(rows, cols, ld, order, offset)
-        assert _dmma._readable(x, 0)[0] is x and _dmma.reads_pairs(x, 0) == pairs, (rows, cols, ld, order, offset)
+        x = _double_operand(rows, cols, ld, order, offset)
+        assert _dmma.reads_pairs(x, 0) == pairs, (rows, cols, ld, order, offset)
+        assert _dmma.reads_pairs(_double_operand(cols, rows, ld, "F" if order == "C" else "C", offset), 1) == pairs
+
+
+def test_the_pipelined_kernel_pads_misaligned_operands_only_with_flops_enough_a_byte(monkeypatch):
+    """_dmma._operands pads (matmul.aligned_operand) the operands of a product that does at least
+    PAD_MIN_FLOPS_PER_BYTE flops per byte of its misaligned operands, an operand whose every line is off counted
+    twice; below that, and for aligned operands, it reads them in place."""
+    from cudakit import _dmma
+
+    padded = []
+    monkeypatch.setattr(mm, "aligned_operand", lambda x, row_axis: padded.append(row_axis) or x)
+    threshold = _dmma.PAD_MIN_FLOPS_PER_BYTE
+    k = 41
+    odd_a = _double_operand(64, k, k, "C", 0)  # 2 * 64 * n * k flops against 64 * k * 8 bytes: pads from n = 4 t
+    off_a = _double_operand(64, k, k + 1, "C", 1)  # every line off (counted twice): from n = 8 t
+    even_a = lambda m: _double_operand(m, k, k + 1, "C", 0)
+    even_b = lambda n: _double_operand(k, n, n, "C", 0)  # (n even)
+    odd_b = _double_operand(k, 4 * threshold + 1, 4 * threshold + 1, "C", 0)  # B's odd ld: pads from m = 4 t
+    for a, b, pads in [(odd_a, even_b(4 * threshold), True), (odd_a, even_b(4 * threshold - 2), False),
+                       (off_a, even_b(8 * threshold), True), (off_a, even_b(8 * threshold - 2), False),
+                       (even_a(4 * threshold), odd_b, True), (even_a(4 * threshold - 2), odd_b, False),
+                       (even_a(64), even_b(10**6), False)]:
+        padded.clear()
+        assert _dmma._operands(a, b) == (a, b)
+        assert (padded == [0, 1]) == pads and (padded == []) == (not pads), (a.shape, b.shape, padded)
 
 
 def test_a_kept_launch_reads_each_calls_padded_copies(monkeypatch):

@@ -58,7 +58,7 @@ def main(small: bool) -> int:
                 for order in ("C", "F"):
                     cudakit.matvec(rand((m, n), dtype, order), rand(n, dtype), variant=v.name, check=True)
                     runs += 1
-        n = _matvec_plan.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize  # a block per row, striding over more rows than blocks
+        n = _matvec_plan.BLOCK_ROW_BYTES // np.dtype(dtype).itemsize  # a block per row, striding past the blocks
         for m, cols in ((1200, n), (1201, n + 1), (2, 8 * n + 3), (23, 4 * n + 5)):
             cudakit.matvec(rand((m, cols), dtype), rand(cols, dtype), check=True)
             runs += 1
@@ -232,11 +232,16 @@ def pipelined_fp64(small: bool) -> int:
                 assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, m, k, n, oa, ob)
                 runs += 1
         m, k, n = (65, 37, 67) if small else (257, 517, 263)
-        A, B = rand((m, k + 3), np.float64)[:, 1:k + 1], rand((n, k + 3), np.float64)[:, 1:k + 1].T
-        out = cupy.empty((m, n), np.float64)
-        _dmma.run(A, B, out, tile)
-        assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, "offset views")
-        runs += 1
+        # offset views with an even ld, k contiguous, then m and n contiguous; then views that end where their
+        # allocation does (sizes whole 512-byte units, the pool's), so that a copy past a line's end would show
+        offset = lambda rows, cols: rand((rows, cols + 3), np.float64)[:, 1:cols + 1]
+        ending = lambda rows, cols: rand((rows, cols + 1), np.float64)[:, 1:]
+        views = ((offset(m, k), offset(n, k).T), (offset(k, m).T, offset(k, n)), (ending(64, 37), ending(96, 37).T))
+        for A, B in views:
+            out = cupy.empty((A.shape[0], B.shape[1]), np.float64)
+            _dmma.run(A, B, out, tile)
+            assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, A.shape[1]), (tile, "offset views")
+            runs += 1
     for tile in dict.fromkeys(_dmma.PLANNED + _dmma.SPLIT_TILES):  # k in runs, the last one shorter, off the slice
         for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
             m, k, n = 70, 1030, 50
