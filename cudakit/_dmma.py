@@ -126,9 +126,9 @@ def reads_pairs(x, row_axis: int) -> bool:
 
 
 def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: int | None = None,
-             transposed: bool | None = None) -> list:
+             transposed: bool | None = None, k_last: int | None = None) -> list:
     """The launches (launch()'s arguments) that run() makes; c_ptr: the first product's output address, if not
-    out's (out then gives the shape). transposed: run C^T = B^T @ A^T, the default where A's k and B's columns are
+    out's (out then gives the shape); k_last: the last product's depth, if not A's (at most A's). transposed: run C^T = B^T @ A^T, the default where A's k and B's columns are
     contiguous (two C-order operands): the kernel's mma A is then B^T, row-contiguous, and its fragments need no
     register moves. The launches hold only addresses: A and B must be readable in place (run() and launcher() copy
     an operand without a unit stride first, and keep the copies while the launches are queued)."""
@@ -138,6 +138,8 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
     assert k == k2 and out.shape[-2:] == (m, n) and (out.flags.c_contiguous or c_ptr), (A.shape, B.shape, out.shape)
     assert A.dtype == B.dtype == out.dtype == cupy.float64, (A.dtype, B.dtype, out.dtype)
     assert max(m, n, k) <= MAX_DIM and min(m, n, k) >= 1, (m, n, k)
+    k_last = k if k_last is None else k_last
+    assert 1 <= k_last <= k, (k_last, k)
     count, batch_a, batch_b = batch
     (a, a_kc, lda), (b, b_kc, ldb) = _readable(A, 0), _readable(B, 1)
     assert a is A and b is B, "the kernel reads A and B in place: copy an operand without a unit stride first"
@@ -151,7 +153,8 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
     c_ptr = out.data.ptr if c_ptr is None else c_ptr
     return [(fn, (blocks, 1, min(MAX_GRID_Z, count - z0)), (tile.threads,),
              (a.data.ptr + z0 * batch_a * 8, b.data.ptr + z0 * batch_b * 8, c_ptr + z0 * m * n * 8,
-              m, n, k, lda, ldb, batch_a, batch_b, int(transposed)), tile.shared_bytes)
+              m, n, k, lda, ldb, batch_a, batch_b, int(transposed), k_last if z0 + MAX_GRID_Z >= count else k),
+             tile.shared_bytes)
             for z0 in range(0, count, MAX_GRID_Z)]
 
 
@@ -232,10 +235,10 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
 
 
 def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
-    """f(A, B, out): A @ B as `splits` products over consecutive runs of `depth` of k (the last one shorter) into a
-    workspace of partial results, then their sum in a fixed order (deterministic); the launches built once. None
-    where an operand is not read in 16-byte chunks (read in halves, the runs lost to the register tiles' split; the
-    runs are a batch, which reads its operands in place) or the last run is one deep."""
+    """f(A, B, out): A @ B as `splits` products over consecutive runs of `depth` of k (the last one shorter), one
+    batch in one launch, into a workspace of partial results, then their sum in a fixed order (deterministic); the
+    launches built once. None where an operand is not read in 16-byte chunks (read in halves, the runs lost to the
+    register tiles' split)."""
     from ._matmul_routes import partials_adder
     from .matmul import _layout
 
@@ -243,17 +246,14 @@ def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
         return None
     m, k = A.shape
     n = B.shape[1]
+    assert 1 <= splits and (splits - 1) * depth < k <= splits * depth, (k, splits, depth)
     (_, a_kc, lda), (_, b_kc, ldb) = _layout(A, 0), _layout(B, 1)
-    size, last = m * n * 8, (splits - 1) * depth
-    tail_a, tail_b = A[:, last:], B[last:, :]  # (one deep, a run reads as another layout: the runs' strides would not)
-    if (_layout(tail_a, 0)[1:], _layout(tail_b, 1)[1:]) != ((a_kc, lda), (b_kc, ldb)):
-        return None
+    size = m * n * 8
     partials = workspace(splits * size)[0]
     swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)
-    parts = launches(tail_a, tail_b, out, tile, c_ptr=partials + (splits - 1) * size, transposed=swap)
-    if splits > 1:
-        runs = (splits - 1, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
-        parts = launches(A[:, :depth], B[:depth, :], out, tile, runs, partials, transposed=swap) + parts
+    runs = (splits, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
+    parts = launches(A[:, :depth], B[:depth, :], out, tile, runs, partials, transposed=swap,
+                     k_last=k - (splits - 1) * depth)
     first, second = (B, A) if swap else (A, B)
     products, add = rebased(parts, first.data.ptr, second.data.ptr, partials), partials_adder(out, splits)
 

@@ -183,6 +183,9 @@ def short_k_launcher(A, B, out):
     return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared)
 
 
+SPLITK_SUM_THREADS = 256  # a splitk_sum block's threads (as in matmul.cu) ...
+SPLITK_SUM_ROWS = 8  # ... in at most this many rows, each adding every rows-th partial product
+SM_THREADS = 2048  # the threads an SM holds at once (sm_70 to sm_90)
 DMMA_MIN_WAVES = 2  # tiles per SM from which the pipelined kernel beats the planner's tiles for a batch
 DMMA_MIN_FILL = 0.8  # ... where its tiles fill this share of its rounds of SMs (a mostly idle last wave loses)
 
@@ -232,9 +235,12 @@ def partials_adder(out, splits: int):
     """f(out's address, partials' address): the launch that adds `splits` partial results laid one after the other
     (out's size each) into out, in a fixed order (deterministic)."""
     fn = kernel(mm.FAMILY, instantiation("splitk_sum", out.dtype), mm.seed_instantiations(out.dtype))
-    size = out.size
-    grid = (min(-(-size // 256), sm_count(out.data.device_id) * 8),)
-    return lambda out_ptr, partials: launch(fn, grid, (256,), (out_ptr, partials, size, splits))
+    size, sms, rows = out.size, sm_count(out.data.device_id), 1
+    while 2 * rows <= min(splits, SPLITK_SUM_ROWS) and 2 * rows * size <= sms * SM_THREADS:  # rows for idle threads
+        rows *= 2
+    width = SPLITK_SUM_THREADS // rows
+    grid = (min(-(-size // width), sms * (SM_THREADS // SPLITK_SUM_THREADS)),)  # at most one resident round
+    return lambda out_ptr, partials: launch(fn, grid, (width, rows), (out_ptr, partials, size, splits))
 
 
 _routes: dict = {}  # the fast variant's routes by geometry (_compile.kept)

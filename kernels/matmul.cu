@@ -690,15 +690,34 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, MIN_BLOCKS)
 #endif
 }
 
-// The partial products of a split k, summed in a fixed order (the result does not depend on timing): out[i] is
-// partials[0][i] + partials[1][i] + ... over `splits` arrays of `count` elements.
+// The partial products of a split k, summed in an order fixed by `splits` and the block's shape (the result does not
+// depend on timing): `splits` arrays of `count` elements each. A block sums runs of blockDim.x consecutive outputs
+// (threadIdx.x); its blockDim.y rows each add every blockDim.y-th array from the row's own on, and the rows' sums are
+// added in order of row. The host gives a block rows where the outputs alone would leave the GPU's threads idle, so
+// that more loads per output are in flight. Blocks of at most SPLITK_SUM_THREADS threads.
+#define SPLITK_SUM_THREADS 256
 template <typename T>
 __global__ void splitk_sum(T* __restrict__ out, const T* __restrict__ partials, index_t count, int splits) {
-    const index_t stride = (index_t)gridDim.x * blockDim.x;
-    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
-        T sum = partials[i];
-        for (int p = 1; p < splits; ++p) sum += partials[p * count + i];
-        out[i] = sum;
+    __shared__ T sums[SPLITK_SUM_THREADS];
+    const int x = threadIdx.x, y = threadIdx.y, width = blockDim.x, rows = blockDim.y;
+    for (index_t i0 = (index_t)blockIdx.x * width; i0 < count; i0 += (index_t)gridDim.x * width) {
+        const index_t i = i0 + x;
+        T sum = T(0);
+        if (i < count) {
+#pragma unroll 4
+            for (int p = y; p < splits; p += rows) sum += partials[p * count + i];
+        }
+        if (rows == 1) {
+            if (i < count) out[i] = sum;
+            continue;
+        }
+        sums[y * width + x] = sum;
+        __syncthreads();
+        if (y == 0 && i < count) {
+            for (int r = 1; r < rows; ++r) sum += sums[r * width + x];
+            out[i] = sum;
+        }
+        __syncthreads();
     }
 }
 

@@ -5,7 +5,8 @@
 //
 // Contract: C = A @ B, A m x k, B k x n, C m x n C-contiguous. A_KC: A(i, p) = A[i * lda + p], else A[p * lda + i].
 // B_KC: B(p, j) = B[j * ldb + p], else B[p * ldb + j]. Product z = blockIdx.z reads A + z * batch_a, B + z * batch_b
-// (0: an operand broadcast over the batch) and writes C + z * m * n. Any m, n, k >= 1; 64-bit offsets. Operands move
+// (0: an operand broadcast over the batch) and writes C + z * m * n; the grid's last product is k_last deep (a split
+// of k whose last run is shorter). Any m, n, k >= 1; 64-bit offsets. Operands move
 // in chunks of two doubles: one 16-byte copy where a chunk is 16-byte aligned, else two 8-byte copies (an odd ld
 // leaves every other line so, an offset view or an odd batch stride may leave all).
 // c_t: the block's result R = A @ B is stored transposed, R(i, j) at C[j * m + i], so the host can run
@@ -89,9 +90,9 @@ struct DmmaLoader {
     int soff[SLOTS];    // shared byte offsets of its first SLOTS chunks
     int fixed;          // KC: bit i set where chunk i's line exists; MN: doubles of its chunks that exist (0, 1, 2);
                         // and HALVES set where its chunks are not 16-byte aligned (each copied as two 8-byte halves)
-    int first, k;       // KC: k index of its chunks at k = 0; MN: its first line
+    int room;           // k less the k index of its chunks at k = 0 (KC) or of its first line (MN)
     static constexpr int HALVES = 1 << 30;
-    __device__ __forceinline__ DmmaLoader(const double* p, index_t ld, int origin, int mn, int k_, int tid) : k(k_) {
+    __device__ __forceinline__ DmmaLoader(const double* p, index_t ld, int origin, int mn, int k, int tid) {
         const int pass = tid / Tile::CHUNKS, chunk = tid % Tile::CHUNKS, extent = mn - origin;
         const int line0 = KC ? 2 * (pass % (STEP / 2)) + pass / (STEP / 2) : pass;
 #pragma unroll
@@ -99,14 +100,14 @@ struct DmmaLoader {
         if (KC) {
             ptr = p + (index_t)(origin + line0) * ld + 2 * chunk;
             stride = STEP * ld;
-            first = 2 * chunk;
+            room = k - 2 * chunk;
             fixed = 0;
 #pragma unroll
             for (int i = 0; i < PER; ++i) fixed |= (line0 + i * STEP < extent) << i;
         } else {
             ptr = p + (index_t)line0 * ld + origin + 2 * chunk;
             stride = STEP * ld;
-            first = line0;
+            room = k - line0;
             fixed = extent - 2 * chunk < 0 ? 0 : extent - 2 * chunk < 2 ? extent - 2 * chunk : 2;
         }
         if (reinterpret_cast<unsigned long long>(ptr) & 15) fixed |= HALVES;  // (STEP, BK even: so are all its chunks)
@@ -115,10 +116,10 @@ struct DmmaLoader {
     __device__ __forceinline__ void load(unsigned dst, int kt) const {
         const int k0 = kt * BK;
         const double* src = KC ? ptr + k0 : ptr + (index_t)k0 * stride / STEP;
-        const int have_k = k - (k0 + first) < 0 ? 0 : k - (k0 + first) < 2 ? k - (k0 + first) : 2;  // KC
+        const int have_k = room - k0 < 0 ? 0 : room - k0 < 2 ? room - k0 : 2;  // KC
 #pragma unroll
         for (int i = 0; i < PER; ++i, src += stride) {
-            const int have = KC ? (fixed >> i & 1 ? have_k : 0) : (k0 + first + i * STEP < k ? fixed & 3 : 0);
+            const int have = KC ? (fixed >> i & 1 ? have_k : 0) : (k0 + i * STEP < room ? fixed & 3 : 0);
             const unsigned to = dst + soff[i % SLOTS] + (i / SLOTS) * SLOTS * STEP * Tile::LINE * 8;
             if (!(fixed & HALVES) && have != 1)  // (one double: 8 bytes, so that no copy names bytes past a line's end)
                 dmma_cp16(to, have ? src : ptr, have * 8);
@@ -131,7 +132,8 @@ struct DmmaLoader {
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool A_KC, bool B_KC>
 __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)
     matmul_dmma_async(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, int m,
-                      int n, int k, index_t lda, index_t ldb, index_t batch_a, index_t batch_b, int c_t) {
+                      int n, int k, index_t lda, index_t ldb, index_t batch_a, index_t batch_b, int c_t,
+                      int k_last) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int THREADS = BM / WM * (BN / WN) * 32, FM = WM / 16, FN = WN / 8;
     static_assert(WM % 16 == 0 && WN % 16 == 0 && BM % WM == 0 && BN % WN == 0 && BK % 8 == 0 && STAGES >= 2,
@@ -142,6 +144,7 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)
     double* const sa = reinterpret_cast<double*>(dmma_bytes);
     double* const sb = sa + STAGES * TA::SIZE;
 
+    if (blockIdx.z == gridDim.z - 1) k = k_last;
     A += blockIdx.z * batch_a;
     B += blockIdx.z * batch_b;
     C += blockIdx.z * ((index_t)m * n);

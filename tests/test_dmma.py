@@ -91,9 +91,9 @@ def test_launcher_on_fresh_operands(a_order, b_order):
 @pytest.mark.parametrize("a_order", ORDERS)
 @pytest.mark.parametrize("b_order", ORDERS)
 def test_split_launcher_on_fresh_operands(a_order, b_order):
-    """split_launcher() runs k in runs (the last one shorter, or one run alone) on every PLANNED and SPLIT_TILES tile
-    that fits, its launches built once and run on fresh operands; an operand not read in 16-byte chunks (off
-    16-byte alignment, an odd leading dimension, no unit stride), or a last run one deep, gets None."""
+    """split_launcher() runs k in runs (the last one shorter, one deep too, or one run alone) on every PLANNED and
+    SPLIT_TILES tile that fits, its launches built once and run on fresh operands; an operand not read in 16-byte
+    chunks (off 16-byte alignment, an odd leading dimension, no unit stride) gets None."""
     import cupy
 
     _needs_sm80()
@@ -113,14 +113,12 @@ def test_split_launcher_on_fresh_operands(a_order, b_order):
                 random_array((m, 2 * k), np.float64)[:, ::2]):  # no unit stride
         assert _dmma.split_launcher(odd, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832) is None
     A, B = random_array((m, 4 * 832 + 2), np.float64, "F"), random_array((4 * 832 + 2, n), np.float64)
-    for last in (2, 1):  # a last run two deep, then one deep (which reads as another layout)
+    for last in (2, 1):  # a last run two deep, then one deep (alone, it would read as another layout)
         a, b = A[:, :4 * 832 + last], B[:4 * 832 + last]
         run = _dmma.split_launcher(a, b, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832)
-        assert (run is None) == (last == 1)
-        if run is not None:
-            out = poisoned((m, n), np.float64)
-            run(a, b, out)
-            assert_close(out, cupy.matmul(a, b), np.float64, a.shape[1], f"a last run {last} deep")
+        out = poisoned((m, n), np.float64)
+        run(a, b, out)
+        assert_close(out, cupy.matmul(a, b), np.float64, a.shape[1], f"a last run {last} deep")
 
 
 @pytest.mark.gpu

@@ -149,6 +149,30 @@ def test_stream_k_tail_is_right_deterministic_and_leaves_its_counters_at_zero(dt
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_split_sum_adds_every_partial_product_in_a_fixed_order(dtype):
+    """partials_adder: 1 to a few hundred partial results (fewer, as many and more than a block's rows), of sizes
+    ending mid-run of a block and past one resident round of blocks (blocks of 8, 2 and 1 rows). Every output is its
+    partials' sum (each element checked), bit-identical when repeated."""
+    import cupy
+
+    from cudakit import _matmul_routes
+
+    for size in (1, 33, 7808, 100_003, 1_000_003):
+        for splits in (1, 2, 7, 8, 9, 245):
+            if size * splits > 2**26:
+                continue
+            partials = random_array((splits, size), dtype)
+            outs = [poisoned((size,), dtype) for _ in range(2)]
+            for out in outs:
+                _matmul_routes.partials_adder(out, splits)(out.data.ptr, partials.data.ptr)
+            ref = partials.astype(np.float64).sum(axis=0)
+            worst = float(cupy.max(cupy.abs(outs[0] - ref) / ref))  # (NaN, an unwritten element, fails)
+            assert worst <= _check.tolerance(dtype, splits), (size, splits, worst)
+            assert bool(cupy.all(outs[1] == outs[0])), (size, splits)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", ["C", "F", "offset", "padded", "T"])
 def test_aligned_operand_pads_misaligned_layouts_and_the_padding_is_never_read(dtype, layout):
     import cupy
@@ -543,8 +567,8 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
     """The fast variant's FP64 path on sm_80+: products at least _dmma.MIN_DEPTH deep, both sides of C past
     NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole (for a
     C-order A with an F-order B, only the 128 x 128 tile where it fills the GPU). A small C with a long k is planned
-    on them too, k split: they take it where both operands (and the last run of k) are read in place in 16-byte
-    chunks, else the register tiles do."""
+    on them too, k split: they take it where both operands are read in place in 16-byte chunks, else the register
+    tiles do."""
     import cupy
 
     from cudakit import _dmma, _matmul_routes
