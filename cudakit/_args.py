@@ -76,7 +76,7 @@ def device_array(op: str, name: str, x, ndim: int | tuple[int, ...] | None = Non
 
 def common(op: str, arrays: dict, allowed=FLOATS) -> tuple[np.dtype, int]:
     """(dtype, device id) that every array of `arrays` ({name: array}) shares; the dtype must be in `allowed`
-    (dtypes, or dtype names: FLOATS_AND_HALVES)."""
+    (dtypes, or dtype names: FLOATS_AND_HALVES), and each array's first element aligned to its size."""
     values = tuple(arrays.values())
     dtype, device_id = values[0].dtype, values[0].data.device_id
     for a in values:
@@ -85,11 +85,19 @@ def common(op: str, arrays: dict, allowed=FLOATS) -> tuple[np.dtype, int]:
             raise TypeError(f"cudakit.{op}: operands must share one dtype, got {listed} (cast explicitly with .astype())")
     if dtype not in allowed and dtype.name not in allowed:
         raise TypeError(f"cudakit.{op}: unsupported dtype {dtype}; supported: {supported_names(allowed)}")
-    for a in values:
+    for name, a in arrays.items():
         if a.data.device_id != device_id:
             listed = ", ".join(f"{n} on device {x.data.device_id}" for n, x in arrays.items())
             raise ValueError(f"cudakit.{op}: arrays must be on one device, got {listed}")
+        aligned(op, name, a)
     return dtype, device_id
+
+
+def aligned(op: str, name: str, x) -> None:
+    """A ValueError where x's first element is not aligned to its size (a view made with memptr at an odd byte):
+    every kernel's element loads would fault on it."""
+    if x.data.ptr % x.itemsize:
+        raise ValueError(f"cudakit.{op}: {name} is not aligned to its {x.itemsize}-byte elements")
 
 
 def output(op: str, out, shape: tuple, dtype: np.dtype, device_id: int, inputs: dict):
@@ -107,6 +115,7 @@ def output(op: str, out, shape: tuple, dtype: np.dtype, device_id: int, inputs: 
         raise ValueError(f"cudakit.{op}: out must be C-contiguous")
     if out.data.device_id != device_id:
         raise ValueError(f"cudakit.{op}: out is on device {out.data.device_id}, the inputs on device {device_id}")
+    aligned(op, "out", out)
     if out.size:
         lo, hi = out.data.ptr, out.data.ptr + out.nbytes  # C-contiguous: exactly its bytes
         for name, a in inputs.items():

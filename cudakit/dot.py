@@ -92,8 +92,8 @@ _ndarray = cupy.ndarray
 
 def _plain(a, b, out) -> bool:
     """The usual call, accepted by a few cheap tests (anything else goes through every check of _checked_dot):
-    non-empty contiguous float vectors of one dtype and length on the current device; out None or a 0-d array of
-    that dtype there, outside both."""
+    non-empty contiguous float vectors of one dtype and length on the current device, aligned to their elements; out
+    None or a 0-d array of that dtype there, aligned too, outside both."""
     if type(a) is not _ndarray or type(b) is not _ndarray or a.ndim != 1 or b.ndim != 1:
         return False
     dtype, size, item = a.dtype, a.size, a.itemsize
@@ -102,11 +102,12 @@ def _plain(a, b, out) -> bool:
     if a.strides[0] != item or b.strides[0] != item:
         return False
     a_data, b_data, device_id = a.data, b.data, current_device()
-    if a_data.device_id != device_id or b_data.device_id != device_id:
+    if a_data.device_id != device_id or b_data.device_id != device_id or (a_data.ptr | b_data.ptr) % item:
         return False
     if out is None:
         return True
-    if type(out) is not _ndarray or out.ndim or out.dtype != dtype or out.data.device_id != device_id:
+    if (type(out) is not _ndarray or out.ndim or out.dtype != dtype or out.data.device_id != device_id
+            or out.data.ptr % item):
         return False
     p, span = out.data.ptr, size * item
     return not (a_data.ptr - item < p < a_data.ptr + span or b_data.ptr - item < p < b_data.ptr + span)

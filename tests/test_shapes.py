@@ -833,3 +833,35 @@ def test_batches_of_one_row_products_take_the_column_major_matvec_kernel(dtype, 
     assert cudakit.matmul(a, b, out=out) is out
     assert_close(out, want, dtype, a_shape[-1], str(shapes))
     assert bool(taken) == one_run, taken
+
+
+@pytest.mark.gpu
+def test_an_array_off_its_element_alignment_is_refused_before_any_launch():
+    """An operand or out= whose first element sits at a byte that is not a multiple of its size (a view made with
+    memptr at an odd offset): a ValueError naming it, for each op, before any kernel could fault on it."""
+    import cupy
+
+    def off(shape, dtype, by=2):
+        dtype = np.dtype(dtype)
+        raw = cupy.empty(int(np.prod(shape)) * dtype.itemsize + 8, np.uint8)
+        return cupy.ndarray(shape, dtype, memptr=raw.data + by)  # (never read: refused first)
+
+    for dtype in (np.float32, np.float64):
+        A, B, x = random_array((5, 7), dtype), random_array((7, 3), dtype), random_array((7,), dtype)
+        with pytest.raises(ValueError, match="A is not aligned to its"):
+            cudakit.matmul(off((5, 7), dtype), B)
+        with pytest.raises(ValueError, match="B is not aligned to its"):
+            cudakit.matmul(A, off((7, 3), dtype))
+        with pytest.raises(ValueError, match="out is not aligned to its"):
+            cudakit.matmul(A, B, out=off((5, 3), dtype))
+        with pytest.raises(ValueError, match="x is not aligned to its"):
+            cudakit.matvec(A, off((7,), dtype))
+        with pytest.raises(ValueError, match="a is not aligned to its"):
+            cudakit.dot(off((7,), dtype), x)
+        with pytest.raises(ValueError, match="out is not aligned to its"):
+            cudakit.dot(x, x, out=off((), dtype))
+        with pytest.raises(ValueError, match="out is not aligned to its"):
+            cudakit.transpose(A, out=off((7, 5), dtype))
+        with pytest.raises(ValueError, match="a is not aligned to its"):
+            cudakit.transpose(off((5, 7), dtype))
+    assert bool(cupy.allclose(cudakit.matmul(A, B), A @ B))  # (the ops still run on aligned arrays afterwards)
