@@ -112,8 +112,10 @@ def test_split_launcher_on_fresh_operands(a_order, b_order):
                 random_array((m, k + 1), np.float64)[:, :k],  # an odd leading dimension
                 random_array((m, 2 * k), np.float64)[:, ::2]):  # no unit stride
         assert _dmma.split_launcher(odd, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832) is None
-    A, B = random_array((m, 4 * 832 + 2), np.float64, "F"), random_array((4 * 832 + 2, n), np.float64)
-    for last in (2, 1):  # a last run two deep, then one deep (alone, it would read as another layout)
+    # a last run three, two and one deep (alone, one deep reads as another layout), in this test's layouts; the
+    # operands go on past k (even leading dimensions), so that a last run read too deep adds terms
+    A, B = random_array((m, 4 * 832 + 4), np.float64, a_order), random_array((4 * 832 + 4, n), np.float64, b_order)
+    for last in (3, 2, 1):
         a, b = A[:, :4 * 832 + last], B[:4 * 832 + last]
         run = _dmma.split_launcher(a, b, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832)
         out = poisoned((m, n), np.float64)

@@ -82,7 +82,7 @@ class K16:
         fn = self.fns[t.expression(True, False)]
         assert A.flags.c_contiguous and B.flags.c_contiguous and k % 2 == 0 and n % 2 == 0
         _compile.launch(fn, (-(-m // t.bm) * -(-n // t.bn), 1, 1), (t.threads,),
-                        (A, B, out, m, n, k, k, n, 0, 0, 0), t.shared_bytes)
+                        (A, B, out, m, n, k, k, n, 0, 0, 0, k), t.shared_bytes)
 
 
 def shapes_table(shapes: list[str], rows: list, orientations: bool = False) -> None:
