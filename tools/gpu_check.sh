@@ -20,6 +20,8 @@
 # time is mostly NVRTC on the host, not the GPU); every shard's summary line is in pytest.log, with a total at the end.
 #   bash tools/gpu_check.sh dask       tests/test_dask.py, then python bench.py --dask --protocol ucx (a LocalCUDACluster
 #                                      of 1 worker and of every GPU); PROTOCOL=tcp for TCP
+# Every part but probe and dask first compiles every kernel module in parallel (tools/precompile.py): the tests, the
+# sanitizer and the bench then load them from the disk caches instead of each compiling its own, one at a time.
 # Dask is not installed on the GPU machine: carry .whl (tools/dask_wheels.sh) and it is installed first.
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
@@ -29,6 +31,11 @@ if [ -d .whl ]; then
 fi
 part=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee $OUT/device.txt
+
+precompile() {  # every family's modules, by a pool of processes, into the disk caches the runs below load from
+  timeout 300 python3 tools/precompile.py > /tmp/precompile.log 2>&1
+  echo "precompile: exit $? :: $(tail -1 /tmp/precompile.log)"
+}
 
 bench() {
   COLUMNS=240 python3 bench.py --json $OUT/bench.json > $OUT/bench.txt 2>&1
@@ -96,6 +103,7 @@ probe() {
   timeout 250 python3 tools/wgmma_probe.py > $OUT/wgmma_probe.log 2>&1; echo "wgmma_probe: exit $?" | tee -a $OUT/probe.log
 }
 
+[ $part != probe ] && [ $part != dask ] && precompile  # (probe times the cold start itself)
 case $part in
   probe) probe ;;
   pytest) python3 -m pytest -q -p no:cacheprovider 2>&1 | tee $OUT/pytest.log | tail -25 ;;
