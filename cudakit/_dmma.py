@@ -105,18 +105,24 @@ def run(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), transposed: bo
         launch(*args)
 
 
-def _operands(A, B):
+def _operands(A, B, pads: bool | None = None):
     """(A, B) as one product's launches read them: readable layouts in place, misaligned ones padded where the
-    product does at least PAD_MIN_FLOPS_PER_BYTE flops per byte of them."""
+    product does at least PAD_MIN_FLOPS_PER_BYTE flops per byte of them (pads: that decision, taken already for
+    operands of this geometry)."""
     from .matmul import aligned_operand
 
     a, b = _readable(A, 0)[0], _readable(B, 1)[0]
+    if pads is None:
+        pads = _pads(a, b)
+    return (aligned_operand(a, 0), aligned_operand(b, 1)) if pads else (a, b)
+
+
+def _pads(a, b) -> bool:
+    """_operands' rule for readable operands a and b."""
     (m, k), n = a.shape, b.shape[1]
     halves = [(x, axis) for x, axis in ((a, 0), (b, 1)) if not reads_pairs(x, axis)]
     weight = sum(x.nbytes * (2 if _readable(x, axis)[2] % 2 == 0 else 1) for x, axis in halves)
-    if halves and 2 * m * n * k >= PAD_MIN_FLOPS_PER_BYTE * weight:
-        a, b = aligned_operand(a, 0), aligned_operand(b, 1)
-    return a, b
+    return bool(halves) and 2 * m * n * k >= PAD_MIN_FLOPS_PER_BYTE * weight
 
 
 def reads_pairs(x, row_axis: int) -> bool:
@@ -221,7 +227,9 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
     16-byte alignments (the fast variant's route key holds all three); an operand without a unit stride, or padded
     by _operands, is copied on every call, laid out the same each time."""
     tile = DEFAULT if tile is None else tile
-    a, b = _operands(A, B)
+    a, b = _readable(A, 0)[0], _readable(B, 1)[0]
+    pads = _pads(a, b)
+    a, b = _operands(a, b, pads)
     (_, a_kc, _), (_, b_kc, _) = _readable(a, 0), _readable(b, 1)
     copy_a, copy_b = a is not A, b is not B
     swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)
@@ -229,7 +237,7 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
     product = rebased(launches(a, b, out, tile, transposed=swap), first.data.ptr, second.data.ptr, out.data.ptr)
 
     def run_launches(A, B, out):
-        a, b = _operands(A, B) if copy_a or copy_b else (A, B)
+        a, b = _operands(A, B, pads) if copy_a or copy_b else (A, B)
         first, second = (b, a) if swap else (a, b)
         product(first.data.ptr, second.data.ptr, out.data.ptr)
     return run_launches
