@@ -12,6 +12,12 @@ def sm_count(device_id: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
+def sm_threads(device_id: int) -> int:
+    """The threads one SM of device_id holds at once (2048 on sm_70, sm_80 and sm_90; 1536 on sm_86 and sm_89)."""
+    return cupy.cuda.Device(device_id).attributes["MaxThreadsPerMultiProcessor"]
+
+
+@functools.lru_cache(maxsize=None)
 def shared_per_block(device_id: int) -> int:
     """The most shared memory one block may take on device_id (the opt-in maximum), in bytes."""
     return cupy.cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"]

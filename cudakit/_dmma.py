@@ -217,9 +217,7 @@ def resident(tile: DmmaTile, device_id: int) -> int:
 def moves_fragments(A, B) -> bool:
     """Whether the kernel re-pairs its mma A fragments with register moves for these operands: both k-contiguous
     (a C-order A and an F-order B), so that its A is k-contiguous whichever way it runs."""
-    from .matmul import _layout  # (the layout alone: a copy keeps it)
-
-    return _layout(A, 0)[1] and _layout(B, 1)[1]
+    return _readable(A, 0)[1] and _readable(B, 1)[1]  # (the layout alone: a copy keeps it)
 
 
 def launcher(A, B, out, tile: DmmaTile | None = None):
@@ -249,14 +247,13 @@ def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
     launches built once. None where an operand is not read in 16-byte chunks (read in halves, the runs lost to the
     register tiles' split)."""
     from ._matmul_routes import partials_adder
-    from .matmul import _layout
 
     if not (reads_pairs(A, 0) and reads_pairs(B, 1)):
         return None
     m, k = A.shape
     n = B.shape[1]
     assert 1 <= splits and (splits - 1) * depth < k <= splits * depth, (k, splits, depth)
-    (_, a_kc, lda), (_, b_kc, ldb) = _layout(A, 0), _layout(B, 1)
+    (_, a_kc, lda), (_, b_kc, ldb) = _readable(A, 0), _readable(B, 1)
     size = m * n * 8
     partials = workspace(splits * size)[0]
     swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)

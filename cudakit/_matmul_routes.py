@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _args, _dmma, _tune
 from ._compile import instantiation, kept, kernel, launch, rebased, resident_blocks
-from ._device import sm_count, workspace
+from ._device import sm_count, sm_threads, workspace
 
 mm = importlib.import_module(__package__ + ".matmul")  # (its tiles and planner; it imports this module first)
 matvec_module = importlib.import_module(__package__ + ".matvec")
@@ -185,7 +185,6 @@ def short_k_launcher(A, B, out):
 
 SPLITK_SUM_THREADS = 256  # a splitk_sum block's threads (as in matmul.cu) ...
 SPLITK_SUM_ROWS = 8  # ... in at most this many rows, each adding every rows-th partial product
-SM_THREADS = 2048  # the threads an SM holds at once (sm_70 to sm_90)
 DMMA_MIN_WAVES = 2  # tiles per SM from which the pipelined kernel beats the planner's tiles for a batch
 DMMA_MIN_FILL = 0.8  # ... where its tiles fill this share of its rounds of SMs (a mostly idle last wave loses)
 
@@ -235,11 +234,12 @@ def partials_adder(out, splits: int):
     """f(out's address, partials' address): the launch that adds `splits` partial results laid one after the other
     (out's size each) into out, in a fixed order (deterministic)."""
     fn = kernel(mm.FAMILY, instantiation("splitk_sum", out.dtype), mm.seed_instantiations(out.dtype))
-    size, sms, rows = out.size, sm_count(out.data.device_id), 1
-    while 2 * rows <= min(splits, SPLITK_SUM_ROWS) and 2 * rows * size <= sms * SM_THREADS:  # rows for idle threads
+    device_id, size, rows = out.data.device_id, out.size, 1
+    resident = sm_count(device_id) * sm_threads(device_id)
+    while 2 * rows <= min(splits, SPLITK_SUM_ROWS) and 2 * rows * size <= resident:  # rows for threads left idle
         rows *= 2
     width = SPLITK_SUM_THREADS // rows
-    grid = (min(-(-size // width), sms * (SM_THREADS // SPLITK_SUM_THREADS)),)  # at most one resident round
+    grid = (min(-(-size // width), resident // SPLITK_SUM_THREADS),)  # at most one resident round
     return lambda out_ptr, partials: launch(fn, grid, (width, rows), (out_ptr, partials, size, splits))
 
 

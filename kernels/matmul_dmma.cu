@@ -6,9 +6,9 @@
 // Contract: C = A @ B, A m x k, B k x n, C m x n C-contiguous. A_KC: A(i, p) = A[i * lda + p], else A[p * lda + i].
 // B_KC: B(p, j) = B[j * ldb + p], else B[p * ldb + j]. Product z = blockIdx.z reads A + z * batch_a, B + z * batch_b
 // (0: an operand broadcast over the batch) and writes C + z * m * n; the grid's last product is k_last deep (a split
-// of k whose last run is shorter). Any m, n, k >= 1; 64-bit offsets. Operands move
-// in chunks of two doubles: one 16-byte copy where a chunk is 16-byte aligned, else two 8-byte copies (an odd ld
-// leaves every other line so, an offset view or an odd batch stride may leave all).
+// of k whose last run is shorter). Any m, n, k >= 1; 64-bit offsets. Operands move in chunks of two doubles: one
+// 16-byte copy where a chunk is 16-byte aligned, else two 8-byte copies (an odd ld leaves every other line so, an
+// offset view or an odd batch stride may leave all).
 // c_t: the block's result R = A @ B is stored transposed, R(i, j) at C[j * m + i], so the host can run
 // C = A @ B as C^T = B^T @ A^T for two C-order operands: the mma's A is then B^T, row-contiguous. An mma
 // A fragment pairs rows g and g + 8 at one k, which a k-contiguous A holds in two different 16-byte chunks: the
