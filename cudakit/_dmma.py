@@ -165,6 +165,16 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
             for z0 in range(0, count, MAX_GRID_Z)]
 
 
+def oriented(tile: DmmaTile, swap: bool) -> DmmaTile:
+    """The tile to launch where the kernel runs C^T = B^T @ A^T (swap) on a split product planned with `tile` over C:
+    its sides (and its warps') exchanged, so that the grid pads C^T as the plan padded C. A square tile, or one whose
+    exchange TILES lacks, stays. (The whole-k launches keep the planned tile: exchanged, they ran no faster.)"""
+    if not swap or tile.bm == tile.bn:
+        return tile
+    flipped = DmmaTile(tile.bn, tile.bm, tile.bk, tile.wn, tile.wm, tile.stages)
+    return flipped if flipped in TILES else tile
+
+
 def _transposes(a_kc: bool, b_kc: bool) -> bool:
     """launches()'s default orientation: C^T = B^T @ A^T where A's k and B's columns are contiguous."""
     return a_kc and not b_kc
@@ -244,8 +254,8 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
 def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
     """f(A, B, out): A @ B as `splits` products over consecutive runs of `depth` of k (the last one shorter), one
     batch in one launch, into a workspace of partial results, then their sum in a fixed order (deterministic); the
-    launches built once. None where an operand is not read in 16-byte chunks (read in halves, the runs lost to the
-    register tiles' split)."""
+    launches built once, the tile oriented to the launch (oriented). None where an operand is not read in 16-byte
+    chunks (read in halves, the runs lost to the register tiles' split)."""
     from ._matmul_routes import partials_adder
 
     if not (reads_pairs(A, 0) and reads_pairs(B, 1)):
@@ -258,7 +268,7 @@ def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
     partials = workspace(splits * size)[0]
     swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)
     runs = (splits, depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb))
-    parts = launches(A[:, :depth], B[:depth, :], out, tile, runs, partials, transposed=swap,
+    parts = launches(A[:, :depth], B[:depth, :], out, oriented(tile, swap), runs, partials, transposed=swap,
                      k_last=k - (splits - 1) * depth)
     first, second = (B, A) if swap else (A, B)
     products, add = rebased(parts, first.data.ptr, second.data.ptr, partials), partials_adder(out, splits)

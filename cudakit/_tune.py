@@ -121,6 +121,10 @@ SMALL_K_TILE = {F32: CANDIDATES[F32][5]}
 # mid k (100 to 227) filling the SMs several times ran slower on it; k under WIDE_MIN_K was not measured.
 WIDE_TILE = {F32: CANDIDATES[F32][3]}
 WIDE_MIN_K, WIDE_SHORT_MAX_K, WIDE_BATCH_MAX_K = 32, 64, 1024
+# Split k only: 64 x 128 and 128 x 64 tiles of 8 x 8 sums a thread, 3 blocks per SM. Their smaller tiles cut a split
+# product's padding and its rounds finer than the tuned pair's; unsplit, the tuned pair's tiles ran as fast or faster.
+# Their modelled rate is set where no product of the session-34 A/B that they took ran slower (docs/NOTES.md).
+SPLIT_TILES = {F32: (simt(64, 128, 16, 32, 64, 8, 8, min_blocks=3), simt(128, 64, 16, 64, 32, 8, 8, min_blocks=3))}
 # A C with a side of at most NARROW_SIDE: tiles 16 or 32 wide on that side, 128 long on the other, so that a long
 # k split into many shares computes little padding (a 64 x 64 tile of a 9-column C is 86% padding).
 NARROW_SIDE = 32
@@ -155,7 +159,8 @@ def candidates(dtype, cc: int) -> tuple[Tile, ...]:
 TILE_TFLOPS = {
     "simt_128x128x16_t8x8_w64x32_s2_b2": 43.0, "simt_128x128x8_t8x8_w64x32_s2_b2": 41.0,
     "simt_128x256x8_t8x16_w64x64_s2_b1": 40.0, "simt_128x128x16_t16x8_w64x64_s2_b2": 38.0,
-    "simt_64x64x32_t4x8_w32x32_s2_b4": 33.6, "simt_32x64x32_t4x4_w16x32_s2_b4": 28.0,
+    "simt_64x64x32_t4x8_w32x32_s2_b4": 33.6, "simt_64x128x16_t8x8_w32x64_s2_b3": 35.0,
+    "simt_128x64x16_t8x8_w64x32_s2_b3": 35.0, "simt_32x64x32_t4x4_w16x32_s2_b4": 28.0,
     "simt_32x64x32_t4x4_w16x32_k2_s2_b2": 28.0, "dmma_128x128x8_w64x32_s2_b1": 40.7,
     "dmma_64x64x8_w32x32_s2_b3": 39.0, "simt_128x128x8_t8x8_w64x32_s2_b1": 21.0, "simt_64x64x8_t4x8_w32x32_s2_b2": 17.5,
     "simt_128x16x32_t4x4_w32x16_s2_b4": 22.3, "simt_16x128x32_t4x4_w16x32_s2_b4": 29.3,

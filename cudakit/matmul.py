@@ -228,8 +228,9 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     elif pipelined and _dmma.split_planned(m, n, k, device_id):
         long_split = _dmma.split_plan(m, n, k, device_id)
         tiles += long_split[:1]
+    split_only = _tune.SPLIT_TILES.get(dtype, ()) if count == 1 and k > _tune.SMALL_K and not whole else ()
     sms, best = sm_count(device_id), None
-    for tile in tiles:
+    for tile in tiles + split_only:
         dmma = isinstance(tile, _dmma.DmmaTile)
         slots = _dmma.resident(tile, device_id) if dmma else resident_tiles(tile, dtype, device_id)
         grid = -(-m // tile.bm) * -(-n // tile.bn)
@@ -237,6 +238,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         least = MIN_SPLIT_DEPTH if grid >= slots else max(MIN_SMALL_GRID_SPLIT_DEPTH, MIN_SPLIT_SLICES * tile.bk)
         most = min(k // least, MAX_SPLIT_BYTES // (m * n * dtype.itemsize))
         counts = _tune.split_counts(min(most, max(1, rounds * slots // grid)) if count == 1 and not whole else 1)
+        counts = counts[1:] if tile in split_only else counts
         for wanted in [min(most, long_split[1])] if dmma and long_split else counts:
             splits, depth = _tune.split_depth(k, wanted, tile.bk, odd=dmma)
             tail = 0
@@ -437,7 +439,7 @@ def instantiation_groups():
     groups = [seed_instantiations(np.dtype(np.float32)), seed_instantiations(np.dtype(np.float64))]
     for dtype, cands in _tune.CANDIDATES.items():
         for tile in [BLOCKTILE_2D[dtype], WARP_TILED[dtype], DOUBLE_BUFFERED[dtype], *cands,
-                     *_tune.NARROW_TILES[dtype]]:
+                     *_tune.NARROW_TILES[dtype], *_tune.SPLIT_TILES.get(dtype, ())]:
             group = tile_instantiations(tile, dtype)
             if tile.supports(dtype, 90) and group not in groups:
                 groups.append(group)

@@ -214,6 +214,21 @@ def test_tiles_too_big_for_the_shared_memory_are_not_planned(monkeypatch):
         mm._plan.cache_clear()
 
 
+def test_oriented_exchanges_a_tiles_sides_where_the_kernel_runs_c_transposed():
+    """The planner pads C with a tile; a launch running C^T = B^T @ A^T takes the tile with its sides exchanged
+    (64 x 128 <-> 128 x 64, warps too), so that its grid pads C^T alike. Square tiles stay; every tile's exchange is
+    one of TILES."""
+    wide, tall = _dmma.TILES[4], _dmma.TILES[3]
+    assert (wide.bm, wide.bn, tall.bm, tall.bn) == (64, 128, 128, 64)
+    assert _dmma.oriented(wide, True) == tall and _dmma.oriented(tall, True) == wide
+    assert _dmma.oriented(wide, False) == wide and _dmma.oriented(tall, False) == tall
+    for tile in _dmma.TILES:
+        flipped = _dmma.oriented(tile, True)
+        assert flipped in _dmma.TILES and (flipped == tile) == (tile.bm == tile.bn), tile.name
+        assert (flipped.bm, flipped.bn, flipped.shared_bytes, flipped.threads) == \
+            (tile.bn, tile.bm, tile.shared_bytes, tile.threads)
+
+
 def test_split_plan_pads_c_least_and_fills_one_to_two_rounds(monkeypatch):
     """split_plan (GPU-less: 264 resident blocks of each tile stand in for the driver's count): the SPLIT_TILES tile
     that pads C least, the first on a tie; one round of blocks, two where runs stay MIN_RUN deep, runs at most

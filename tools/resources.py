@@ -51,7 +51,8 @@ def main():
     print(f"{'dtype':8} {'tile':40} {'threads':>7} {'regs':>5} {'spill st/ld':>11} {'smem KiB':>8} "
           f"{'blocks/SM (regs, smem, threads)':>32}")
     for dtype, candidates in _tune.CANDIDATES.items():
-        tiles = dict.fromkeys([BLOCKTILE_2D[dtype], WARP_TILED[dtype], DOUBLE_BUFFERED[dtype], *candidates])
+        tiles = dict.fromkeys([BLOCKTILE_2D[dtype], WARP_TILED[dtype], DOUBLE_BUFFERED[dtype], *candidates,
+                               *_tune.SPLIT_TILES.get(dtype, ())])
         for tile in tiles:
             if not tile.supports(dtype, cc):
                 continue

@@ -113,7 +113,8 @@ def drop_in_shapes(small: bool) -> int:
             for order in ("C", "F"):
                 cudakit.matmul(rand((m, k), dtype, order), rand((k, n), dtype, order), check=True)
                 runs += 1
-        for tile in _tune.NARROW_TILES[np.dtype(dtype)]:  # each narrow tile with partial tiles and a partial slice
+        extra = _tune.NARROW_TILES[np.dtype(dtype)] + _tune.SPLIT_TILES.get(np.dtype(dtype), ())
+        for tile in extra:  # each narrow or split-only tile with partial tiles and a partial slice
             for oa, ob in (("C", "C"), ("F", "F")):
                 a, b = rand((tile.bm + 3, 3 * tile.bk + 5), dtype, oa), rand((3 * tile.bk + 5, tile.bn + 5), dtype, ob)
                 out = cupy.empty((tile.bm + 3, tile.bn + 5), dtype)
