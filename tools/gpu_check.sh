@@ -7,7 +7,8 @@
 #                                      tools/sanitize.py (about 3 minutes warm; a fresh machine compiles every kernel
 #                                      under each tool: memcheck alone then takes most of a call); memcheck runs its
 #                                      full set, the others --small; memcheck-small is memcheck on the small set
-#                                      (1 x 1 x 1 products and other tiny shapes)
+#                                      (1 x 1 x 1 products and other tiny shapes); SANITIZE_ARGS replaces the
+#                                      script's arguments (--tiles, --dmma, --drop-in: one part of the set)
 #   bash tools/gpu_check.sh bench      python bench.py --json and python -m cudakit info (more than 4.5 minutes in
 #                                      session 28, resize last: give it a call of its own)
 #   bash tools/gpu_check.sh shards     the test suite in parallel shards, as the side-by-side run does (most of a call),
@@ -47,6 +48,7 @@ sanitize() {
   : > $OUT/sanitize.log
   for tool in ${@:-memcheck racecheck synccheck}; do
     args=""; [ $tool != memcheck ] && args="--small"  # (memcheck-small: memcheck on the small set)
+    args=${SANITIZE_ARGS:-$args}  # e.g. SANITIZE_ARGS=--tiles: the matmul SIMT tiles alone
     compute-sanitizer --tool ${tool%-small} --error-exitcode 99 python3 tools/sanitize.py $args > /tmp/sanitize_$tool.log 2>&1
     echo "compute-sanitizer $tool: exit $? :: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize:' /tmp/sanitize_$tool.log | tr '\n' ' ')" | tee -a $OUT/sanitize.log
     tail -40 /tmp/sanitize_$tool.log >> $OUT/sanitize.log

@@ -1,7 +1,7 @@
 """Every variant of every op once on odd shapes, for compute-sanitizer (memcheck, racecheck, synccheck).
 
 CuPy's memory pool is switched off so each array is its own cudaMalloc and memcheck sees an access one element
-past any array. Usage: compute-sanitizer --tool memcheck python3 tools/sanitize.py [--small] [--drop-in | --dmma]
+past any array. Usage: compute-sanitizer --tool memcheck python3 tools/sanitize.py [--small] [--drop-in | --dmma | --tiles]
 """
 import importlib
 import sys
@@ -185,6 +185,29 @@ def drop_in_shapes(small: bool) -> int:
     return runs
 
 
+def simt_tiles() -> int:
+    """Every SIMT tile the fast planner weighs (the tune space, the narrow and the split-only tiles), each over
+    partial tiles and a partial slice, whole and with k split in 3 runs (the last one shorter), C- and F-order."""
+    runs = 0
+    for dtype in (np.float32, np.float64):
+        dt = np.dtype(dtype)
+        tiles = _tune.CANDIDATES[dt] + _tune.NARROW_TILES[dt] + _tune.SPLIT_TILES.get(dt, ())
+        for tile in (t for t in tiles if t.kind == "simt"):
+            m, k, n = tile.bm + 3, 7 * tile.bk + 5, tile.bn + 5
+            depth = 3 * tile.bk
+            for oa, ob in (("C", "C"), ("F", "F")):
+                a, b = rand((m, k), dtype, oa), rand((k, n), dtype, ob)
+                for splits in (1, 3):
+                    out = cudakit.testing.poisoned((m, n), dtype)
+                    if splits == 1:
+                        matmul.run_tile(tile, a, b, out)
+                    else:
+                        _matmul_routes.run_split_k(tile, a, b, out, splits, depth)
+                    _check.verify("matmul", f"{tile.name} split{splits}", out, a, b, dt, k)
+                    runs += 1
+    return runs
+
+
 def preprocessing() -> int:
     """Every resize / letterbox variant on up- and downscales of odd sizes, batches and a list of images."""
     runs = 0
@@ -285,6 +308,9 @@ if __name__ == "__main__":
     if "--drop-in" in sys.argv:  # only the drop-in paths
         cupy.cuda.set_allocator(None)
         print(f"sanitize: {drop_in_shapes(False) + preprocessing()} launches checked")
+        sys.exit(0)
+    if "--tiles" in sys.argv:  # only the fast matmul's SIMT tiles, whole and split
+        print(f"sanitize: {simt_tiles()} launches checked")
         sys.exit(0)
     if "--dmma" in sys.argv:  # only the pipelined FP64 kernel
         print(f"sanitize: {pipelined_fp64('--small' in sys.argv)} launches checked")
