@@ -4,11 +4,11 @@
 #   bash tools/gpu_check.sh            the bench on a quiet GPU, then the test suite and compute-sanitizer side by side
 #   bash tools/gpu_check.sh pytest     the whole test suite in one process (about 8 minutes)
 #   bash tools/gpu_check.sh sanitize [TOOL...]   memcheck, racecheck, synccheck (or the TOOLs named) over
-#                                      tools/sanitize.py (about 3 minutes warm; a fresh machine compiles every kernel
-#                                      under each tool: memcheck alone then takes most of a call); memcheck runs its
-#                                      full set, the others --small; memcheck-small is memcheck on the small set
-#                                      (1 x 1 x 1 products and other tiny shapes); SANITIZE_ARGS replaces the
-#                                      script's arguments (--tiles, --dmma, --drop-in: one part of the set)
+#                                      tools/sanitize.py, each of its parts in a process of its own, all side by
+#                                      side (one after another, racecheck alone passed 430 s warm in session 34);
+#                                      memcheck runs the full set, the others --small; memcheck-small is memcheck on
+#                                      the small set (1 x 1 x 1 products and other tiny shapes); SANITIZE_PARTS names
+#                                      the parts to run (default: every one of sanitize.PARTS)
 #   bash tools/gpu_check.sh bench      python bench.py --json and python -m cudakit info (more than 4.5 minutes in
 #                                      session 28, resize last: give it a call of its own)
 #   bash tools/gpu_check.sh shards     the test suite in parallel shards, as the side-by-side run does (most of a call),
@@ -44,15 +44,22 @@ bench() {
   COLUMNS=240 python3 -m cudakit info > $OUT/info.txt 2>&1
 }
 
-sanitize() {
+sanitize() {  # every (tool, part) pair in a process of its own, side by side; a summary line each, then their tails
   : > $OUT/sanitize.log
+  local tool part args pids=()
   for tool in ${@:-memcheck racecheck synccheck}; do
     args=""; [ $tool != memcheck ] && args="--small"  # (memcheck-small: memcheck on the small set)
-    args=${SANITIZE_ARGS:-$args}  # e.g. SANITIZE_ARGS=--tiles: the matmul SIMT tiles alone
-    compute-sanitizer --tool ${tool%-small} --error-exitcode 99 python3 tools/sanitize.py $args > /tmp/sanitize_$tool.log 2>&1
-    echo "compute-sanitizer $tool: exit $? :: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize:' /tmp/sanitize_$tool.log | tr '\n' ' ')" | tee -a $OUT/sanitize.log
-    tail -40 /tmp/sanitize_$tool.log >> $OUT/sanitize.log
+    for part in ${SANITIZE_PARTS:-$(python3 -c "import sys; sys.path.insert(0, 'tools'); import sanitize; print(*sanitize.PARTS)")}; do
+      (compute-sanitizer --tool ${tool%-small} --error-exitcode 99 python3 tools/sanitize.py $args --part=$part \
+         > /tmp/sanitize_${tool}_$part.log 2>&1; echo "exit $?" >> /tmp/sanitize_${tool}_$part.log) &
+      pids+=($!)
+    done
   done
+  wait "${pids[@]}"
+  for f in /tmp/sanitize_*_*.log; do
+    echo "$(basename $f .log): $(tail -1 $f) :: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize:' $f | tr '\n' ' ')" | tee -a $OUT/sanitize.log
+  done
+  for f in /tmp/sanitize_*_*.log; do echo "==== $(basename $f .log)" >> $OUT/sanitize.log; tail -30 $f >> $OUT/sanitize.log; done
 }
 
 pytest_shards() {

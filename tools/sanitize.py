@@ -1,7 +1,8 @@
 """Every variant of every op once on odd shapes, for compute-sanitizer (memcheck, racecheck, synccheck).
 
 CuPy's memory pool is switched off so each array is its own cudaMalloc and memcheck sees an access one element
-past any array. Usage: compute-sanitizer --tool memcheck python3 tools/sanitize.py [--small] [--drop-in | --dmma | --tiles]
+past any array. Usage: compute-sanitizer --tool memcheck python3 tools/sanitize.py [--small] [--part=NAME ...]
+The set is in PARTS (every part by default); tools/gpu_check.sh runs each part in a process of its own, side by side.
 """
 import importlib
 import sys
@@ -25,7 +26,8 @@ def rand(shape, dtype, order="C"):
     return cupy.asarray(rng.uniform(0.5, 1.5, size=shape).astype(dtype), order=order)
 
 
-def main(small: bool) -> int:
+def variants(small: bool) -> int:
+    """Every variant of matmul, matvec, dot and transpose (their seeds and steps included) on odd shapes."""
     # (m, k, n); k = 64 and 256 give the 128 x 128 tiles that lie inside C whole slices (the unchecked k loop)
     mm = [(1, 1, 1), (7, 13, 5), (33, 31, 35), (129, 67, 131), (129, 64, 131)] if small else \
         [(257, 129, 65), (131, 517, 263), (257, 256, 263)]
@@ -77,10 +79,7 @@ def main(small: bool) -> int:
                 else:
                     cudakit.transpose(a, out=out, variant=v.name, check=True)
                 runs += 1
-    runs += drop_in_shapes(small) + preprocessing() + tensor_cores(small) + pipelined_fp64(small)
-    cupy.cuda.Device().synchronize()
-    print(f"sanitize: {runs} launches checked")
-    return 0
+    return runs
 
 
 def drop_in_shapes(small: bool) -> int:
@@ -304,15 +303,26 @@ def tensor_cores(small: bool) -> int:
     return runs
 
 
+PARTS = {
+    "variants": variants,
+    "drop-in": drop_in_shapes,  # the fast planners' paths for thin, batched, N-D, long-k, skinny and tiny problems
+    "preprocessing": lambda small: preprocessing(),
+    "tensor-cores": tensor_cores,
+    "dmma": pipelined_fp64,  # the pipelined FP64 kernel
+    "tiles": lambda small: simt_tiles(),  # the fast matmul's SIMT tiles, whole and split
+}
+
+
+def main(argv) -> int:
+    parts = [a.split("=", 1)[1] for a in argv if a.startswith("--part=")] or list(PARTS)
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        sys.exit(f"sanitize: no part {sorted(unknown)}; the parts: {', '.join(PARTS)}")
+    runs = sum(PARTS[part]("--small" in argv) for part in parts)
+    cupy.cuda.Device().synchronize()
+    print(f"sanitize: {runs} launches checked ({', '.join(parts)})")
+    return 0
+
+
 if __name__ == "__main__":
-    if "--drop-in" in sys.argv:  # only the drop-in paths
-        cupy.cuda.set_allocator(None)
-        print(f"sanitize: {drop_in_shapes(False) + preprocessing()} launches checked")
-        sys.exit(0)
-    if "--tiles" in sys.argv:  # only the fast matmul's SIMT tiles, whole and split
-        print(f"sanitize: {simt_tiles()} launches checked")
-        sys.exit(0)
-    if "--dmma" in sys.argv:  # only the pipelined FP64 kernel
-        print(f"sanitize: {pipelined_fp64('--small' in sys.argv)} launches checked")
-        sys.exit(0)
-    sys.exit(main(small="--small" in sys.argv))
+    sys.exit(main(sys.argv[1:]))
