@@ -46,10 +46,13 @@ bench() {
 
 sanitize() {  # every (tool, part) pair in a process of its own, side by side; a summary line each, then their tails
   : > $OUT/sanitize.log
-  local tool part args pids=()
+  rm -f /tmp/sanitize_*_*.log  # (a warm machine keeps an earlier run's)
+  local tool part args pids=() parts
+  parts=${SANITIZE_PARTS:-$(python3 -c "import sys; sys.path.insert(0, 'tools'); import sanitize; print(*sanitize.PARTS)")}
+  [ -z "$parts" ] && { echo "sanitize: no parts (tools/sanitize.py did not import)" | tee -a $OUT/sanitize.log; return 1; }
   for tool in ${@:-memcheck racecheck synccheck}; do
     args=""; [ $tool != memcheck ] && args="--small"  # (memcheck-small: memcheck on the small set)
-    for part in ${SANITIZE_PARTS:-$(python3 -c "import sys; sys.path.insert(0, 'tools'); import sanitize; print(*sanitize.PARTS)")}; do
+    for part in $parts; do
       (compute-sanitizer --tool ${tool%-small} --error-exitcode 99 python3 tools/sanitize.py $args --part=$part \
          > /tmp/sanitize_${tool}_$part.log 2>&1; echo "exit $?" >> /tmp/sanitize_${tool}_$part.log) &
       pids+=($!)

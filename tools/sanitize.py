@@ -314,6 +314,9 @@ PARTS = {
 
 
 def main(argv) -> int:
+    strays = [a for a in argv if a != "--small" and not a.startswith("--part=")]
+    if strays:
+        sys.exit(f"sanitize: unknown arguments {strays}; usage: sanitize.py [--small] [--part=NAME ...]")
     parts = [a.split("=", 1)[1] for a in argv if a.startswith("--part=")] or list(PARTS)
     unknown = set(parts) - set(PARTS)
     if unknown:
