@@ -262,6 +262,38 @@ def test_the_wide_tile_is_planned_by_its_rule(monkeypatch):
         mm._plan.cache_clear()
 
 
+def test_split_only_tiles_are_planned_with_k_split_alone(monkeypatch):
+    """_tune.SPLIT_TILES on a modelled H100 (no GPU, as above): planned only for one product with k split in at
+    least MIN_SPLITS runs, never whole, for a batch or a short k; taken where the session-34 A/B measured them
+    faster (143 x 219950 x 106, 4457 x 4021 x 151) and left where they ran slower (2551 x 2053 x 653)."""
+    f32 = np.dtype(np.float32)
+    config = _tune.default_config(f32, 90)
+    monkeypatch.setattr(_tune, "tiles", lambda device_id, dtype: (_tune._BY_NAME[config["large"]],
+                                                                  _tune._BY_NAME[config["small"]]))
+    monkeypatch.setattr(mm, "sm_count", lambda device_id: 132)
+    monkeypatch.setattr(mm, "resident_tiles", lambda tile, dtype, device_id: 132 * tile.min_blocks)
+    monkeypatch.setattr(mm, "_compute_capability", lambda device_id: 90)
+    split_only = _tune.SPLIT_TILES[f32]
+    mm._plan.cache_clear()
+    try:
+        taken = 0
+        for m in (64, 143, 500, 1009, 4457):
+            for n in (36, 106, 151, 283, 2048):
+                for k in (65, 300, 1213, 4021, 52000, 219950):
+                    for count in (1, 8):
+                        tile, splits, depth = mm.plan(0, f32, m, n, k, count, vectors=True)
+                        if tile in split_only:
+                            taken += 1
+                            assert count == 1 and splits >= _tune.MIN_SPLITS and (splits - 1) * depth < k, \
+                                (m, n, k, splits, depth)
+        assert taken > 0
+        assert mm.plan(0, f32, 143, 106, 219950, vectors=True)[0] in split_only
+        assert mm.plan(0, f32, 4457, 151, 4021, vectors=True)[0] in split_only
+        assert mm.plan(0, f32, 2551, 653, 2053, vectors=True)[0] not in split_only
+    finally:
+        mm._plan.cache_clear()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_zero_sizes(variant):
