@@ -26,18 +26,16 @@ def rand(shape, dtype, order="C"):
     return cupy.asarray(rng.uniform(0.5, 1.5, size=shape).astype(dtype), order=order)
 
 
-def variants(small: bool) -> int:
-    """Every variant of matmul, matvec, dot and transpose (their seeds and steps included) on odd shapes."""
+def matmul_variants(small: bool) -> int:
+    """Every matmul variant but the tensor-core ones (the seeds and steps included) on odd shapes; the fast variant's
+    padded copies and stream-K tail."""
     # (m, k, n); k = 64 and 256 give the 128 x 128 tiles that lie inside C whole slices (the unchecked k loop)
     mm = [(1, 1, 1), (7, 13, 5), (33, 31, 35), (129, 67, 131), (129, 64, 131)] if small else \
         [(257, 129, 65), (131, 517, 263), (257, 256, 263)]
-    mv = [(1, 1), (7, 13), (33, 4097), (4097, 33), (3, 100003)]
-    tr = [(1, 1), (7, 13), (33, 31), (97, 1013), (512, 20000)]  # the last: wide, 8 tile rows, blocks going down 32
-    dt = [1, 31, 513, 100003]
     runs = 0
     for dtype in (np.float32, np.float64):
         for v in cudakit.variants("matmul"):
-            if v.tensor_core:  # (below)
+            if v.tensor_core:  # (the tensor-cores part)
                 continue
             for m, k, n in mm:
                 for order in ("C", "F"):
@@ -55,8 +53,15 @@ def variants(small: bool) -> int:
                     for oa, ob in (("C", "C"), ("F", "F")):
                         cudakit.matmul(rand((m, k), dtype, oa), rand((k, n), dtype, ob), check=True)
                         runs += 1
+    return runs
+
+
+def vector_variants(small: bool) -> int:
+    """Every matvec and dot variant on odd shapes, matvec's rows a block each, dot on a misaligned vector."""
+    runs = 0
+    for dtype in (np.float32, np.float64):
         for v in cudakit.variants("matvec"):
-            for m, n in mv:
+            for m, n in [(1, 1), (7, 13), (33, 4097), (4097, 33), (3, 100003)]:
                 for order in ("C", "F"):
                     cudakit.matvec(rand((m, n), dtype, order), rand(n, dtype), variant=v.name, check=True)
                     runs += 1
@@ -65,13 +70,20 @@ def variants(small: bool) -> int:
             cudakit.matvec(rand((m, cols), dtype), rand(cols, dtype), check=True)
             runs += 1
         for v in cudakit.variants("dot"):
-            for n in dt:
+            for n in [1, 31, 513, 100003]:
                 cudakit.dot(rand(n, dtype), rand(n, dtype), variant=v.name, check=True)
                 cudakit.dot(rand(n + 1, dtype)[1:], rand(n, dtype), variant=v.name, check=True)  # misaligned
                 runs += 2
+    return runs
+
+
+def transpose_variants(small: bool) -> int:
+    """Every transpose variant (the diagnostic steps included) in 1-, 2-, 4- and 8-byte elements on odd shapes."""
+    runs = 0
     for dtype in (np.int8, np.float16, np.float32, np.float64):
         for v in cudakit.variants("transpose", diagnostics=True):
-            for m, n in tr:
+            # the last: wide, 8 tile rows, blocks going down 32
+            for m, n in [(1, 1), (7, 13), (33, 31), (97, 1013), (512, 20000)]:
                 a = rand((m, n), dtype)
                 out = cupy.empty((n, m), dtype)
                 if v.diagnostic:
@@ -304,7 +316,9 @@ def tensor_cores(small: bool) -> int:
 
 
 PARTS = {
-    "variants": variants,
+    "matmul": matmul_variants,
+    "vectors": vector_variants,
+    "transpose": transpose_variants,
     "drop-in": drop_in_shapes,  # the fast planners' paths for thin, batched, N-D, long-k, skinny and tiny problems
     "preprocessing": lambda small: preprocessing(),
     "tensor-cores": tensor_cores,
