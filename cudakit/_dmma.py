@@ -235,10 +235,9 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
     16-byte alignments (the fast variant's route key holds all three); an operand without a unit stride, or padded
     by _operands, is copied on every call, laid out the same each time."""
     tile = DEFAULT if tile is None else tile
-    a, b = _readable(A, 0)[0], _readable(B, 1)[0]
+    (a, a_kc, _), (b, b_kc, _) = _readable(A, 0), _readable(B, 1)
     pads = _pads(a, b)
-    a, b = _operands(a, b, pads)
-    (_, a_kc, _), (_, b_kc, _) = _readable(a, 0), _readable(b, 1)
+    a, b = _operands(a, b, pads)  # (a padded copy keeps its operand's layout)
     copy_a, copy_b = a is not A, b is not B
     swap = _transposes(a_kc, b_kc)  # (each launch then reads B first)
     first, second = (b, a) if swap else (a, b)

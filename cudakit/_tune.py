@@ -136,6 +136,12 @@ NARROW_TILES = {
 }
 
 
+def extra_tiles(dtype) -> tuple[Tile, ...]:
+    """The tiles the planner weighs beside the tune space: the narrow tiles and the split-only ones."""
+    dtype = np.dtype(dtype)
+    return NARROW_TILES[dtype] + SPLIT_TILES.get(dtype, ())
+
+
 def default_config(dtype, cc: int) -> dict:
     """The configuration used until `tune()` has run on this device (the winners measured on an H200)."""
     dtype = np.dtype(dtype)

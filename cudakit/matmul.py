@@ -439,8 +439,7 @@ def instantiation_groups():
     """Every module this family can build (seeds per dtype, each tile per dtype), for the GPU-less compile check."""
     groups = [seed_instantiations(np.dtype(np.float32)), seed_instantiations(np.dtype(np.float64))]
     for dtype, cands in _tune.CANDIDATES.items():
-        for tile in [BLOCKTILE_2D[dtype], WARP_TILED[dtype], DOUBLE_BUFFERED[dtype], *cands,
-                     *_tune.NARROW_TILES[dtype], *_tune.SPLIT_TILES.get(dtype, ())]:
+        for tile in [BLOCKTILE_2D[dtype], WARP_TILED[dtype], DOUBLE_BUFFERED[dtype], *cands, *_tune.extra_tiles(dtype)]:
             group = tile_instantiations(tile, dtype)
             if tile.supports(dtype, 90) and group not in groups:
                 groups.append(group)

@@ -73,8 +73,7 @@ def _device_tiles(dtype):
     import cupy
 
     cc = _tune.compute_capability(cupy.cuda.runtime.getDevice())
-    dtype = np.dtype(dtype)
-    return [*_tune.candidates(dtype, cc), *_tune.NARROW_TILES[dtype], *_tune.SPLIT_TILES.get(dtype, ())]
+    return [*_tune.candidates(dtype, cc), *_tune.extra_tiles(dtype)]
 
 
 @pytest.mark.gpu
@@ -495,7 +494,7 @@ def test_default_tiles_and_the_search_space():
 def test_every_tile_is_compiled_by_the_compile_check():
     groups = {e for g in mm.instantiation_groups() for e in g}
     for dtype, tiles in _tune.CANDIDATES.items():
-        for tile in tiles + _tune.NARROW_TILES[dtype] + _tune.SPLIT_TILES.get(dtype, ()):
+        for tile in tiles + _tune.extra_tiles(dtype):
             assert set(mm.tile_instantiations(tile, dtype)) <= groups
     for tiles in (mm.BLOCKTILE_2D, mm.WARP_TILED, mm.DOUBLE_BUFFERED):
         for dtype, tile in tiles.items():

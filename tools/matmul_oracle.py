@@ -114,7 +114,8 @@ def entries(case, s, fast_only=False):
             if dtype.itemsize == 4 or tile not in _matmul_batch.SMALL_WIDE:
                 out.append((f"small_{tile[0]}x{tile[1]}", lambda x, tile=tile: [launch(*args) for args in
                             _matmul_batch.small_launches(tile, x["A"], x["B"], x["out"].data.ptr, 1, (0, 0, 0))]))
-    for t in tiles + getattr(_tune, "NARROW_TILES", {}).get(dtype, ()) + getattr(_tune, "SPLIT_TILES", {}).get(dtype, ()):
+    extra = _tune.extra_tiles(dtype) if hasattr(_tune, "extra_tiles") else getattr(_tune, "NARROW_TILES", {}).get(dtype, ())
+    for t in tiles + extra:
         out.append((t.name, lambda x, t=t: mm.run_fast_tile(t, x["A"], x["B"], x["out"])))
         for sp in SPLITS:
             depth = -(-k // sp)

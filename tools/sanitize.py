@@ -124,14 +124,6 @@ def drop_in_shapes(small: bool) -> int:
             for order in ("C", "F"):
                 cudakit.matmul(rand((m, k), dtype, order), rand((k, n), dtype, order), check=True)
                 runs += 1
-        extra = _tune.NARROW_TILES[np.dtype(dtype)] + _tune.SPLIT_TILES.get(np.dtype(dtype), ())
-        for tile in extra:  # each narrow or split-only tile with partial tiles and a partial slice
-            for oa, ob in (("C", "C"), ("F", "F")):
-                a, b = rand((tile.bm + 3, 3 * tile.bk + 5), dtype, oa), rand((3 * tile.bk + 5, tile.bn + 5), dtype, ob)
-                out = cupy.empty((tile.bm + 3, tile.bn + 5), dtype)
-                matmul.run_tile(tile, a, b, out)
-                _check.verify("matmul", tile.name, out, a, b, np.dtype(dtype), a.shape[1])
-                runs += 1
         for m, n in ((4099, 8), (4099, 28), (4097, 20), (4099, 5), (4099, 30), (5000, 13)):  # short rows (_short_rows)
             cudakit.matvec(rand((m, n), dtype), rand(n, dtype), check=True)
             runs += 1
@@ -202,7 +194,7 @@ def simt_tiles() -> int:
     runs = 0
     for dtype in (np.float32, np.float64):
         dt = np.dtype(dtype)
-        tiles = _tune.CANDIDATES[dt] + _tune.NARROW_TILES[dt] + _tune.SPLIT_TILES.get(dt, ())
+        tiles = _tune.CANDIDATES[dt] + _tune.extra_tiles(dt)
         for tile in (t for t in tiles if t.kind == "simt"):
             m, k, n = tile.bm + 3, 7 * tile.bk + 5, tile.bn + 5
             depth = 3 * tile.bk
