@@ -41,6 +41,7 @@ class TcTile:
     wn: int
     stages: int
     weight: float = 1.0
+    x3: bool = False  # float32 as three TF32 products, summed a slice at a time (X3 in matmul_tc.cu)
 
     @property
     def threads(self) -> int:
@@ -52,8 +53,9 @@ class TcTile:
         return max(self.stages * (self.bm + self.bn) * self.bk, self.bm * (self.bn + 8)) * itemsize
 
     def expression(self, ctype: str, a_kc: bool, b_kc: bool) -> str:
+        x3 = (True,) if self.x3 else ()
         return instantiation("matmul_tc_mma", ctype, a_kc, b_kc, self.bm, self.bn, self.bk, self.wm, self.wn,
-                             self.stages)
+                             self.stages, *x3)
 
 
 # 64-byte slice lines (bk = 32 16-bit values, 16 floats) except the last tile of each list, whose 128-byte lines halve
@@ -64,6 +66,12 @@ HALF_TILES = (TcTile(128, 256, 32, 64, 64, 4), TcTile(128, 128, 32, 64, 64, 4, 0
               TcTile(64, 64, 32, 32, 32, 4, 0.6), TcTile(128, 256, 64, 64, 64, 3))
 TF32_TILES = (TcTile(128, 128, 16, 64, 32, 4), TcTile(128, 64, 16, 64, 32, 4, 0.9),
               TcTile(64, 64, 16, 32, 32, 4, 0.6), TcTile(128, 128, 32, 64, 32, 3))
+
+
+# float32 as three TF32 products (x3): warps of 32 x 32 (64 x 32 ones spill); planned for float32 where they beat the
+# register tiles (matmul.plan).
+X3_TILES = (TcTile(128, 64, 16, 32, 32, 4, x3=True), TcTile(64, 128, 16, 32, 32, 4, x3=True),
+            TcTile(64, 64, 16, 32, 32, 4, x3=True))
 
 
 def tiles(name: str) -> tuple[TcTile, ...]:
@@ -90,6 +98,7 @@ def instantiation_groups():
     """Every module this family builds, for the GPU-less compile check."""
     groups = [wmma_instantiations(name) for name in DTYPES]
     groups += [mma_instantiations(tile, name) for name in DTYPES for tile in tiles(name)]
+    groups += [mma_instantiations(tile, "float32") for tile in X3_TILES]
     return groups
 
 

@@ -368,8 +368,8 @@ template <bool B> struct TcBool { static constexpr bool value = B; };
 // with a constant (the chunk positions the swizzle moves: the step's chunks, or the fragment's) and plus a constant
 // (the lines it does not move): the swizzle acts on whole bits of a chunk index when chunks per line, WM and WN are
 // powers of 2, and the lines of a step or fragment start on multiples of its 8-line period.
-template <typename T_, bool A_KC, bool B_KC, int BM, int BN, int BK, int WM, int WN>
-struct FragmentReader {
+template <typename T_, bool A_KC, bool B_KC, int BM, int BN, int BK, int WM, int WN, bool RAW = false>
+struct FragmentReader {  // RAW: float32 fragments keep their bits (split_tf32 rounds them), else rounded to TF32
     typedef T_ T;
     typedef SwizzledTile<T, BM, BK, A_KC> TileA;
     typedef SwizzledTile<T, BN, BK, B_KC> TileB;
@@ -407,7 +407,7 @@ struct FragmentReader {
                 for (int q = 0; q < 4; ++q)
                     f[i][q] = __float_as_uint(lds_f32(s + (a0 ^ (i * 4 + q % 2 * 2) * 16) + (ks * 8 + q / 2 * 4) * LA));
             }
-            if (sizeof(T) == 4)
+            if (sizeof(T) == 4 && !RAW)
 #pragma unroll
                 for (int q = 0; q < 4; ++q) f[i][q] = to_tf32(__uint_as_float(f[i][q]));
         }
@@ -427,20 +427,67 @@ struct FragmentReader {
                     r[q] = __float_as_uint(lds_f32(s + (b0 ^ (j * 2 + q / 2 * 2) * 16) + (ks * 8 + q % 2 * 4) * LB));
             }
 #pragma unroll
-            for (int q = 0; q < 4; ++q) f[j + q / 2][q % 2] = sizeof(T) == 4 ? to_tf32(__uint_as_float(r[q])) : r[q];
+            for (int q = 0; q < 4; ++q)
+                f[j + q / 2][q % 2] = sizeof(T) == 4 && !RAW ? to_tf32(__uint_as_float(r[q])) : r[q];
         }
     }
 };
+
+// float32 as three TF32 products (X3): x = head + tail, both TF32 values, and a product is head·head + head·tail +
+// tail·head, about 22 significant bits of each term where one TF32 product keeps 11. Infinities and NaN take part as
+// heads alone (tail 0, so no inf - inf); a finite value whose rounded head would overflow keeps a truncated head.
+__device__ __forceinline__ void split_tf32(unsigned x, unsigned& head, unsigned& tail) {
+    const float f = __uint_as_float(x);
+    if (!isfinite(f)) {
+        head = to_tf32(f);
+        tail = 0u;
+        return;
+    }
+    unsigned h = to_tf32(f) & 0xffffe000u;
+    if (isinf(__uint_as_float(h))) h = x & 0xffffe000u;
+    head = h;
+    tail = to_tf32(f - __uint_as_float(h));
+}
+
+// One K-deep step of a warp's products in X3: the small terms first, each pass over every accumulator before the
+// next, so that no mma waits on the one before it.
+template <int FM, int FN>
+__device__ __forceinline__ void mma_x3(float (&d)[FM][FN][4], const unsigned (&fa)[FM][4], const unsigned (&fb)[FN][2]) {
+    unsigned ah[FM][4], at[FM][4], bh[FN][2], bt[FN][2];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) split_tf32(fa[i][q], ah[i][q], at[i][q]);
+#pragma unroll
+    for (int j = 0; j < FN; ++j)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) split_tf32(fb[j][q], bh[j][q], bt[j][q]);
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) Mma<float>::run(d[i][j], at[i], bh[j]);
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) Mma<float>::run(d[i][j], ah[i], bt[j]);
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) Mma<float>::run(d[i][j], ah[i], bh[j]);
+}
 
 // The main loop of matmul_tc_mma: slices t < end, copying slice t + STAGES - 1 as they go (WHOLE: it exists and
 // lies inside the operands' edges). Per slice one commit group and one barrier; fragments double-buffered across the
 // steps of a slice and across slices: each step reads the next step's fragments, issues its part of the copies, then
 // multiplies. The last step waits for slice t + 1, passes the barrier and reads that slice's first fragments before
-// its own products, so the tensor cores have work while the loads are in flight.
-template <bool WHOLE, int STEPS, int STAGES, typename Reader, typename LoadA, typename LoadB, int FM, int FN>
+// its own products, so the tensor cores have work while the loads are in flight. X3: the products of a slice go to
+// `part`, which is added into acc at the slice's end and cleared (the tensor cores' sums keep no rounding bias over
+// more than a slice); otherwise part is acc.
+template <bool WHOLE, int STEPS, int STAGES, bool X3, typename Reader, typename LoadA, typename LoadB, int FM, int FN>
 __device__ __forceinline__ void tc_main_loop(int& t, int end, int slices, int& rs, int& ws, unsigned sa, unsigned sb,
                                              const Reader& rd, LoadA& la, LoadB& lb, unsigned (&fa)[2][FM][4],
-                                             unsigned (&fb)[2][FN][2], float (&acc)[FM][FN][4]) {
+                                             unsigned (&fb)[2][FN][2], float (&acc)[FM][FN][4],
+                                             float (&part)[FM][FN][4]) {
     typedef typename Reader::TileA TileA;
     typedef typename Reader::TileB TileB;
     typedef typename Reader::T T;
@@ -467,14 +514,28 @@ __device__ __forceinline__ void tc_main_loop(int& t, int end, int slices, int& r
                 rd.a(fa[0], sa + rs * TileA::BYTES, 0);
                 rd.b(fb[0], sb + rs * TileB::BYTES, 0);
             }
+            if (X3) {
+                mma_x3(part, fa[ks % 2], fb[ks % 2]);
+            } else {
+#pragma unroll
+                for (int i = 0; i < FM; ++i)
+#pragma unroll
+                    for (int j = 0; j < FN; ++j) {
+                        const int jj = i % 2 ? FN - 1 - j : j;  // serpentine: consecutive products share a fragment
+                        Mma<T>::run(part[i][jj], fa[ks % 2][i], fb[ks % 2][jj]);
+                    }
+            }
+        }
+        if (X3)
 #pragma unroll
             for (int i = 0; i < FM; ++i)
 #pragma unroll
-                for (int j = 0; j < FN; ++j) {
-                    const int jj = i % 2 ? FN - 1 - j : j;  // serpentine: consecutive products share a fragment
-                    Mma<T>::run(acc[i][jj], fa[ks % 2][i], fb[ks % 2][jj]);
-                }
-        }
+                for (int j = 0; j < FN; ++j)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        acc[i][j][q] += part[i][j][q];
+                        part[i][j][q] = 0.0f;
+                    }
     }
 }
 
@@ -489,8 +550,9 @@ struct TcShared {
 };
 
 // The Ampere tensor-core kernel: BM x BN block tiles, BK-deep slices in a STAGES-slot cp.async ring (tc_main_loop),
-// each warp a WM x WN tile of m16n8 accumulators; C leaves through shared memory in 16-byte row chunks.
-template <typename T, bool A_KC, bool B_KC, int BM, int BN, int BK, int WM, int WN, int STAGES>
+// each warp a WM x WN tile of m16n8 accumulators; C leaves through shared memory in 16-byte row chunks. X3: float32
+// as three TF32 products (mma_x3), summed a slice at a time.
+template <typename T, bool A_KC, bool B_KC, int BM, int BN, int BK, int WM, int WN, int STAGES, bool X3 = false>
 __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)  // 1: else ptxas trades registers for spills
     matmul_tc_mma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int m, int n, int k,
                   index_t lda, index_t ldb, index_t batch_a, index_t batch_b) {
@@ -498,7 +560,8 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)  // 1: else ptxas
     constexpr int THREADS = BM / WM * (BN / WN) * 32, FM = WM / 16, FN = WN / 8, STEPS = BK / Mma<T>::K;
     static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % Mma<T>::K == 0 && STAGES >= 3, "tile shape");
     static_assert(STEPS % 2 == 0, "a slice's steps end on the fragment buffer the next slice starts on");
-    typedef FragmentReader<T, A_KC, B_KC, BM, BN, BK, WM, WN> Reader;
+    static_assert(!X3 || sizeof(T) == 4, "three TF32 products are for float32");
+    typedef FragmentReader<T, A_KC, B_KC, BM, BN, BK, WM, WN, X3> Reader;
     typedef typename Reader::TileA TileA;
     typedef typename Reader::TileB TileB;
     typedef TcShared<T, BM, BN, BK, STAGES> Shared;
@@ -524,11 +587,14 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)  // 1: else ptxas
         cp_async_commit();
     }
 
-    float acc[FM][FN][4];
+    float acc[FM][FN][4], part[FM][FN][4];
 #pragma unroll
     for (int i = 0; i < FM; ++i)
 #pragma unroll
-        for (int j = 0; j < FN; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[i][j][q] = part[i][j][q] = 0.0f;
+    float (&sums)[FM][FN][4] = X3 ? part : acc;  // where the products go (X3: a slice's, then added into acc)
     unsigned fa[2][FM][4], fb[2][FN][2];
 
     cp_async_wait<STAGES - 2>();  // slice 0 has landed
@@ -539,8 +605,8 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)  // 1: else ptxas
     int t = 0;
     // An interior block's slices before the last whole ones copy without bounds checks; the rest check.
     const int whole = m0 + BM <= m && n0 + BN <= n ? k / BK - (STAGES - 1) : 0;
-    tc_main_loop<true, STEPS, STAGES>(t, whole, slices, rs, ws, sa, sb, rd, la, lb, fa, fb, acc);
-    tc_main_loop<false, STEPS, STAGES>(t, slices, slices, rs, ws, sa, sb, rd, la, lb, fa, fb, acc);
+    tc_main_loop<true, STEPS, STAGES, X3>(t, whole, slices, rs, ws, sa, sb, rd, la, lb, fa, fb, acc, sums);
+    tc_main_loop<false, STEPS, STAGES, X3>(t, slices, slices, rs, ws, sa, sb, rd, la, lb, fa, fb, acc, sums);
     cp_async_wait<0>();  // (only empty groups can be left) nothing is in flight when the block exits
     __syncthreads();     // every warp is done with the slices: C's tile takes their place
 

@@ -162,6 +162,48 @@ def test_every_mma_tile_on_edges_and_whole_tiles(cc, name):
                 assert_tensor_core_product(out, A, B, f"{tile} {name} {oa}/{ob} {m}x{k}x{n}")
 
 
+def _float32_bound(out, A, B, what: str) -> None:
+    from cudakit import _check
+
+    err, bound = _check.product_error(out, A, B), _check.tolerance(np.float32, A.shape[1])
+    assert err <= bound, f"{what}: relative error {err:.3e} > the float32 bound {bound:.2e}"
+
+
+@pytest.mark.gpu
+def test_float32_as_three_tf32_products_keeps_to_the_float32_bound(cc):
+    """The X3 tiles hold float32's bound (one TF32 product is off by about 2^-11, far past it): edge tiles and
+    slices in every layout, a k of 65539 (a rounding bias that added up over k would show), and infinities, a NaN and
+    a finite FLT_MAX in slices past the first, which must come out as float64 has them."""
+    _skip_unsupported("mma_sync", "float32", cc)
+    import cupy
+
+    dtype = np.dtype(np.float32)
+    for tile in matmul_tc.X3_TILES:
+        for m, k, n in [(tile.bm + 1, 3 * tile.bk + 5, tile.bn + 3), (2 * tile.bm, 8 * tile.bk, 2 * tile.bn),
+                        (2 * tile.bm + 7, (tile.stages + 3) * tile.bk + 9, 2 * tile.bn + 1), (tile.bm - 1, 5, 9)]:
+            for oa, ob in [("C", "T"), ("T", "C"), ("C", "C"), ("T", "T")]:
+                A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)
+                _float32_bound(_run("mma_sync", A, B, dtype, tile=tile), A, B, f"{tile} {oa}/{ob} {m}x{k}x{n}")
+    tile = matmul_tc.X3_TILES[0]
+    m, k, n = 70, 65539, 66
+    A, B = _operand((m, k), dtype, "C"), _operand((k, n), dtype, "C")
+    r_inf, r_nan, r_max, c_inf = 3, 40, 65, 7
+    A[r_inf, k - 3] = np.inf
+    A[r_nan, 2 * tile.bk + 1] = np.nan
+    A[r_max, 5 * tile.bk] = np.finfo(np.float32).max
+    B[5 * tile.bk, :] = 0.5  # (FLT_MAX / 2 plus the rest: finite)
+    B[3 * tile.bk + 2, c_inf] = np.inf
+    out = _run("mma_sync", A, B, dtype, tile=tile)
+    ref = cupy.asnumpy(A.astype(np.float64) @ B.astype(np.float64))
+    got = cupy.asnumpy(out)
+    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(np.isinf(got), np.isinf(ref))
+    rows = [r for r in range(m) if r not in (r_inf, r_nan, r_max)]
+    cols = [c for c in range(n) if c != c_inf]
+    _float32_bound(out[rows][:, cols], A[rows], B[:, cols], f"{tile} {m}x{k}x{n}")
+    big = got[r_max, cols].astype(np.float64)
+    assert np.all(np.abs(big - ref[r_max, cols]) <= 8 * np.finfo(np.float32).eps * ref[r_max, cols])
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", NAMES)
 def test_odd_large_shape(cc, name):

@@ -1,71 +1,69 @@
-"""Feasibility of float32 products as three TF32 products (split each operand into a TF32 head and a TF32 tail,
-C = Ah Bh + Ah Bt + At Bh, run as one TF32 product over 3k): error against float64 and time against cuBLAS SGEMM.
+"""float32 products as three TF32 products inside the mma_sync kernel (matmul_tc.X3_TILES: x = head + tail, the
+products head·head + head·tail + tail·head summed a slice at a time into float32): error against float64, beside
+cuBLAS SGEMM's and the fast variant's, and time against both.
 
-The split here is CuPy elementwise code (timed apart; one operand set, so the large shapes alone pass the L2); the product is cudakit.matmul(..., tf32=True) on the
-concatenated operands, B given K-major as the TF32 kernels read it.
-  python tools/tf32x3_probe.py [--shapes MxKxN ...] [--batch B]
+    python3 tools/tf32x3_probe.py [--shapes MxKxN[:ORDER] ...]
+
+ORDER: A's and B's order (C or F each, default CC). Errors are ||out - ref|| / || |A| @ |B| || (the checked
+bound's scale), inputs uniform in [0.5, 1.5) as the tests draw them (all positive: a rounding bias adds up).
 """
 import argparse
 
 import cupy
+import numpy as np
 
 import cudakit
+from cudakit import _check, matmul_tc
 from cudakit.bench import timing
-
-SPLIT = cupy.ElementwiseKernel("float32 a", "float32 head, float32 tail",
-                               "unsigned int u = __float_as_uint(a); float h = __uint_as_float((u + 0x1000u) & 0xffffe000u);"
-                               "head = h; tail = isfinite(a) ? a - h : 0.0f;", "tf32_split")
-
+from cudakit.testing import random_array
 
 BUDGET = timing.Budget(row_s=0.1, min_runs=5, max_runs=50)
+SHAPES = ["4096x4096x4096", "8192x8192x8192", "2048x2048x2048", "128x65539x128", "4457x4021x151",
+          "3137x3701x1217:CF", "2053x4093x1699:FC", "4787x911x2579:FF", "3877x2957x1327:CF", "2579x4229x1109:FF",
+          "2441x2221x3209:CF", "3769x1741x3011:FC", "4229x3041x3889:CF", "2741x4493x2383", "1787x2333x3797",
+          "12386x1085x3482", "1216x23168x397:FC", "2969x277x4813:FC", "4091x127x4363:FF", "19016x72x672",
+          "1009x1213x283:CF", "2551x2053x653:CF", "523x1423x677:FC", "1637x3461x827:CF", "81x5479x18269:CF",
+          "601x408x812525", "2460x4518x34543:CF"]
 
 
-def median_ms(fn):
-    return timing.measure(lambda i: fn(), BUDGET)[0].median * 1e3
+def median_us(fn) -> float:
+    return timing.measure(lambda i: fn(), BUDGET)[0].median * 1e6
 
 
-def split3(A, B):
-    ah, at = SPLIT(A)
-    bh, bt = SPLIT(B)
-    A3 = cupy.concatenate([ah, ah, at], axis=-1)
-    Bt = cupy.concatenate([bh, bt, bh], axis=-2)
-    B3 = cupy.ascontiguousarray(Bt.swapaxes(-1, -2)).swapaxes(-1, -2)  # K-major
-    return A3, B3
-
-
-def relerr(C, ref):
-    return float(cupy.linalg.norm((C.astype(cupy.float64) - ref).ravel()) / cupy.linalg.norm(ref.ravel()))
+def x3_run(tile):
+    def run(A, B, out):
+        matmul_tc.run_tc("mma_sync", A, B, out, tile=tile)
+    return run
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--shapes", nargs="*", default=["4096x4096x4096", "8192x8192x8192", "1283x3391x4799",
-                   "179x3917x3767", "2399x3251x409", "1601x487x971", "3041x2767x3803", "2048x2048x2048"])
-    p.add_argument("--batch", type=int, default=64)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shapes", nargs="*", default=SHAPES)
     args = p.parse_args()
-    rng = cupy.random.default_rng(1)
-    cases = [tuple(map(int, s.split("x"))) for s in args.shapes] + [(args.batch, 512, 512, 512)]
-    print(f"{'shape':>22} {'sgemm ms':>9} {'fast ms':>8} {'split ms':>8} {'3xtf32 ms':>9} {'1xtf32 ms':>9}"
-          f" {'x sgemm':>7} {'err sgemm':>9} {'err fast':>9} {'err 3x':>9} {'err 1x':>9}")
-    for case in cases:
-        lead = case[:-3]
-        m, k, n = case[-3:]
-        A = rng.standard_normal(lead + (m, k), dtype=cupy.float32)
-        B = rng.standard_normal(lead + (k, n), dtype=cupy.float32)
-        ref = cupy.matmul(A.astype(cupy.float64), B.astype(cupy.float64))
-        A3, B3 = split3(A, B)
-        t_s = median_ms(lambda: cupy.matmul(A, B))
-        t_f = median_ms(lambda: cudakit.matmul(A, B))
-        t_split = median_ms(lambda: split3(A, B))
-        t_3 = median_ms(lambda: cudakit.matmul(A3, B3, tf32=True))
-        t_1 = median_ms(lambda: cudakit.matmul(A, B, tf32=True))
-        e = [relerr(f(), ref) for f in (lambda: cupy.matmul(A, B), lambda: cudakit.matmul(A, B),
-                                         lambda: cudakit.matmul(A3, B3, tf32=True),
-                                         lambda: cudakit.matmul(A, B, tf32=True))]
-        label = "x".join(map(str, case))
-        print(f"{label:>22} {t_s:9.3f} {t_f:8.3f} {t_split:8.3f} {t_3:9.3f} {t_1:9.3f} {t_s / t_3:7.2f}"
-              f" {e[0]:9.2e} {e[1]:9.2e} {e[2]:9.2e} {e[3]:9.2e}", flush=True)
-        A = B = ref = A3 = B3 = None
+    tiles = matmul_tc.X3_TILES
+    names = [f"{t.bm}x{t.bn}" for t in tiles]
+    print(f"{'shape':>24} {'sgemm us':>9} {'fast us':>8} " + " ".join(f"{n:>8}" for n in names) +
+          f" {'best':>8} {'x sgemm':>7} {'x fast':>6} {'err sgemm':>9} {'err fast':>9} {'err x3':>9} {'bound':>8}")
+    for spec in args.shapes:
+        dims, _, order = spec.partition(":")
+        order = order or "CC"
+        m, k, n = map(int, dims.split("x"))
+        A = random_array((m, k), np.float32, order[0])
+        B = random_array((k, n), np.float32, order[1])
+        out = cupy.empty((m, n), np.float32)
+        t_s = median_us(lambda: cupy.matmul(A, B))
+        t_f = median_us(lambda: cudakit.matmul(A, B, out=out))
+        t_x = [median_us(lambda: x3_run(t)(A, B, out)) for t in tiles]
+        best = int(np.argmin(t_x))
+        errs = []
+        for f in (lambda: cupy.matmul(A, B), lambda: cudakit.matmul(A, B),
+                  lambda: (x3_run(tiles[best])(A, B, out), out)[1]):
+            out.fill(np.nan)
+            errs.append(_check.product_error(f(), A, B))
+        print(f"{spec:>24} {t_s:9.1f} {t_f:8.1f} " + " ".join(f"{t:8.1f}" for t in t_x) +
+              f" {names[best]:>8} {t_s / t_x[best]:7.2f} {t_f / t_x[best]:6.2f} {errs[0]:9.2e} {errs[1]:9.2e}"
+              f" {errs[2]:9.2e} {_check.tolerance(np.float32, k):8.1e}", flush=True)
+        A = B = out = None
         cupy.get_default_memory_pool().free_all_blocks()
 
 
