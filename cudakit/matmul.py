@@ -195,23 +195,25 @@ def uses_stream_k(tile: Tile) -> bool:
 
 
 def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1, pipelined: bool = True,
-         vectors: bool = False) -> tuple[Tile, int, int]:
+         vectors: bool = False, x3: bool = False) -> tuple[Tile, int, int]:
     """_plan for the tiles tuned now (a new tuning replans); pipelined=False leaves the pipelined DMMA tiles out;
-    vectors: the tiles read A and B with 16-byte loads (reads_vectors, or a padded copy)."""
+    vectors: the tiles read A and B with 16-byte loads (reads_vectors, or a padded copy); x3: an FP32 product may
+    take matmul_tc's X3 tiles (float32 as three TF32 products on the tensor cores)."""
     dtype = np.dtype(dtype)
-    return _plan(_tune.tiles(device_id, dtype), device_id, dtype, m, n, k, count, pipelined, vectors)
+    return _plan(_tune.tiles(device_id, dtype), device_id, dtype, m, n, k, count, pipelined, vectors, x3)
 
 
 @functools.lru_cache(maxsize=4096)
 def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int, count: int,
-          pipelined: bool = True, vectors: bool = False) -> tuple[Tile, int, int]:
+          pipelined: bool = True, vectors: bool = False, x3: bool = False) -> tuple[Tile, int, int]:
     """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64
     tile between them; for a short k, the tile with the most blocks per SM alone, or beside it _tune.WIDE_TILE where
     _wide_takes; for FP64 that _dmma.planned, its tiles alone, k whole; that _dmma.split_planned, _dmma.split_plan's
     beside the others), the tile and the split of k into `splits` runs of `depth` whose modelled time
     (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole; a batch that
     _wide_takes runs on _tune.WIDE_TILE. A single product with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES,
-    k split only."""
+    k split only. With x3, one FP32 product read with 16-byte loads, k past _tune.SMALL_K, on sm_80 and later also
+    weighs matmul_tc.X3_TILES, k whole (their pipeline takes a ragged k; their products run at float32's bound)."""
     large, small = pair
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     if wide and count > 1:
@@ -230,9 +232,18 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         long_split = _dmma.split_plan(m, n, k, device_id)
         tiles += long_split[:1]
     split_only = _tune.SPLIT_TILES.get(dtype, ()) if count == 1 and k > _tune.SMALL_K and not whole else ()
+    whole_only = ()
+    if x3 and dtype == F32 and count == 1 and k > _tune.SMALL_K and vectors and _compute_capability(device_id) >= 80:
+        whole_only = matmul_tc.X3_TILES
     sms, best = sm_count(device_id), None
-    for tile in tiles + split_only:
+    for tile in tiles + split_only + whole_only:
         dmma = isinstance(tile, _dmma.DmmaTile)
+        if tile in whole_only:
+            slots = matmul_tc.resident(tile, device_id)
+            seconds = _tune.product_seconds(tile, m, n, k, 1, slots, sms, dtype.itemsize)
+            if seconds < best[0]:
+                best = (seconds, tile, 1, k)
+            continue
         slots = _dmma.resident(tile, device_id) if dmma else resident_tiles(tile, dtype, device_id)
         grid = -(-m // tile.bm) * -(-n // tile.bn)
         rounds = MAX_SPLIT_ROUNDS if grid * MAX_SPLIT_ROUNDS >= slots else 1

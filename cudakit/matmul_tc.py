@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import cupy
 import numpy as np
 
-from ._compile import ctype, instantiation, kernel, launch
+from ._compile import ctype, instantiation, kernel, launch, resident_blocks
 from ._device import shared_per_block, sm_count
 from ._variants import Variant, register
 
@@ -46,6 +46,10 @@ class TcTile:
     @property
     def threads(self) -> int:
         return self.bm // self.wm * (self.bn // self.wn) * 32
+
+    @property
+    def name(self) -> str:  # (the planner's rate table, _tune.TILE_TFLOPS, is keyed by it)
+        return f"{'x3' if self.x3 else 'tc'}_{self.bm}x{self.bn}x{self.bk}_w{self.wm}x{self.wn}_s{self.stages}"
 
     def shared_bytes(self, itemsize: int) -> int:
         """The ring of slices, or C's tile staged on its way out (rows padded by 8 elements) where that is larger:
@@ -252,6 +256,29 @@ def run_fast(A, B, out, batch=(1, 0, 0)) -> None:
         run_tc("mma_sync", A, B, out, batch, plan_fast(device_id, name, m, B.shape[1], k, batch[0]))
     else:
         run_tc("wmma", A, B, out, batch)
+
+
+def resident(tile: TcTile, device_id: int) -> int:
+    """Blocks of a float32 `tile` the GPU holds at once (SMs x the driver's occupancy calculator, C-order operands)."""
+    fn = kernel(FAMILY, tile.expression("float", True, False), mma_instantiations(tile, "float32"))
+    return sm_count(device_id) * resident_blocks(fn, tile.threads, tile.shared_bytes(4))
+
+
+def x3_launcher(A, B, out, tile: TcTile):
+    """f(A, B, out): one float32 product on an X3 tile, its launch built once for operands of these shapes, strides
+    and 16-byte alignments (the fast variant's route key holds all three); operands the kernel cannot read in place
+    go through run_tc (copied) on every call."""
+    from .matmul import _layout
+
+    (a, a_kc, lda), (b, b_kc, ldb) = _layout(A, 0), _layout(B, 1)
+    if not (a is A and b is B and A.data.ptr % 16 == 0 and B.data.ptr % 16 == 0 and lda % 4 == 0 and ldb % 4 == 0):
+        return lambda A, B, out: run_tc("mma_sync", A, B, out, tile=tile)
+    m, k = A.shape
+    n = B.shape[1]
+    fn = kernel(FAMILY, tile.expression("float", a_kc, b_kc), mma_instantiations(tile, "float32"))
+    grid, block, rest = (-(-m // tile.bm) * -(-n // tile.bn),), (tile.threads,), (m, n, k, lda, ldb, 0, 0)
+    smem = tile.shared_bytes(4)
+    return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared_mem=smem)
 
 
 def _variant_run(kind: str):
