@@ -72,9 +72,9 @@ TF32_TILES = (TcTile(128, 128, 16, 64, 32, 4), TcTile(128, 64, 16, 64, 32, 4, 0.
               TcTile(64, 64, 16, 32, 32, 4, 0.6), TcTile(128, 128, 32, 64, 32, 3))
 
 
-# float32 as three TF32 products (x3): warps of 32 x 32 (64 x 32 ones spill); planned for float32 where they beat the
-# register tiles (matmul.plan).
-X3_TILES = (TcTile(128, 64, 16, 32, 32, 4, x3=True), TcTile(64, 128, 16, 32, 32, 4, x3=True),
+# float32 as three TF32 products (x3); planned for float32 where they beat the register tiles (matmul.plan).
+X3_TILES = (TcTile(128, 128, 16, 64, 32, 4, x3=True), TcTile(128, 64, 16, 64, 32, 4, x3=True),
+            TcTile(128, 64, 16, 32, 32, 4, x3=True), TcTile(64, 128, 16, 32, 32, 4, x3=True),
             TcTile(64, 64, 16, 32, 32, 4, x3=True))
 
 

@@ -433,43 +433,48 @@ struct FragmentReader {  // RAW: float32 fragments keep their bits (split_tf32 r
     }
 };
 
-// float32 as three TF32 products (X3): x = head + tail, both TF32 values, and a product is head·head + head·tail +
-// tail·head, about 22 significant bits of each term where one TF32 product keeps 11. Infinities and NaN take part as
-// heads alone (tail 0, so no inf - inf); a finite value whose rounded head would overflow keeps a truncated head.
-__device__ __forceinline__ void split_tf32(unsigned x, unsigned& head, unsigned& tail) {
-    const float f = __uint_as_float(x);
-    if (!isfinite(f)) {
-        head = to_tf32(f);
-        tail = 0u;
-        return;
-    }
-    unsigned h = to_tf32(f) & 0xffffe000u;
-    if (isinf(__uint_as_float(h))) h = x & 0xffffe000u;
-    head = h;
-    tail = to_tf32(f - __uint_as_float(h));
+// float32 as three TF32 products (X3): x = head + tail exactly, head x's top 11 significant bits (truncated: bit
+// operations only, no conversions) and tail the rest, which the tensor cores read to 11 bits; a product is
+// head·head + head·tail + tail·head, each term off by at most 2^-21 of it and the dropped tail·tail at most 2^-20.
+// Infinities and NaN take part in head·head alone: their tails are 0 and the cross terms see a finite head of 0,
+// so no inf - inf and no 0·inf appears there.
+struct Tf32Parts {
+    unsigned head, finite_head, tail;
+};
+__device__ __forceinline__ Tf32Parts split_tf32(unsigned x) {
+    const unsigned head = x & 0xffffe000u;
+    const bool finite = (x & 0x7f800000u) != 0x7f800000u;
+    const float tail = __uint_as_float(x) - __uint_as_float(head);
+    return {head, finite ? head : 0u, finite ? __float_as_uint(tail) : 0u};
 }
 
 // One K-deep step of a warp's products in X3: the small terms first, each pass over every accumulator before the
 // next, so that no mma waits on the one before it.
 template <int FM, int FN>
 __device__ __forceinline__ void mma_x3(float (&d)[FM][FN][4], const unsigned (&fa)[FM][4], const unsigned (&fb)[FN][2]) {
-    unsigned ah[FM][4], at[FM][4], bh[FN][2], bt[FN][2];
+    unsigned ah[FM][4], af[FM][4], at[FM][4], bh[FN][2], bf[FN][2], bt[FN][2];
 #pragma unroll
     for (int i = 0; i < FM; ++i)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) split_tf32(fa[i][q], ah[i][q], at[i][q]);
+        for (int q = 0; q < 4; ++q) {
+            const Tf32Parts p = split_tf32(fa[i][q]);
+            ah[i][q] = p.head, af[i][q] = p.finite_head, at[i][q] = p.tail;
+        }
 #pragma unroll
     for (int j = 0; j < FN; ++j)
 #pragma unroll
-        for (int q = 0; q < 2; ++q) split_tf32(fb[j][q], bh[j][q], bt[j][q]);
+        for (int q = 0; q < 2; ++q) {
+            const Tf32Parts p = split_tf32(fb[j][q]);
+            bh[j][q] = p.head, bf[j][q] = p.finite_head, bt[j][q] = p.tail;
+        }
 #pragma unroll
     for (int i = 0; i < FM; ++i)
 #pragma unroll
-        for (int j = 0; j < FN; ++j) Mma<float>::run(d[i][j], at[i], bh[j]);
+        for (int j = 0; j < FN; ++j) Mma<float>::run(d[i][j], at[i], bf[j]);
 #pragma unroll
     for (int i = 0; i < FM; ++i)
 #pragma unroll
-        for (int j = 0; j < FN; ++j) Mma<float>::run(d[i][j], ah[i], bt[j]);
+        for (int j = 0; j < FN; ++j) Mma<float>::run(d[i][j], af[i], bt[j]);
 #pragma unroll
     for (int i = 0; i < FM; ++i)
 #pragma unroll
