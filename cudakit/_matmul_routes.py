@@ -244,6 +244,7 @@ def partials_adder(out, splits: int):
 
 
 _routes: dict = {}  # the fast variant's routes by geometry (_compile.kept)
+X3 = True  # FP32 products may run as three TF32 products on the tensor cores (matmul.plan's x3; clear _routes after a change)
 
 
 def run_fast(A, B, out):
@@ -277,9 +278,9 @@ def _route(A, B, out):
     in_place = mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B
     in_place_vectors = in_place and mm.reads_vectors(A, B)
     vectors = in_place_vectors or min(m, n) >= mm.PAD_MIN_DIM  # (run_fast_tile pads the big products)
-    tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, vectors=vectors, x3=True)
+    tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, vectors=vectors, x3=X3)
     if isinstance(tile, mm.matmul_tc.TcTile):
-        return mm.matmul_tc.x3_launcher(A, B, out, tile)
+        return mm.matmul_tc.x3_launcher(A, B, out, tile, splits, depth)
     if isinstance(tile, _dmma.DmmaTile) and splits > 1:  # (a long k: register moves or not, its runs outran the rest)
         run = _dmma.split_launcher(A, B, out, tile, splits, depth)
         if run is not None:

@@ -213,7 +213,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole; a batch that
     _wide_takes runs on _tune.WIDE_TILE. A single product with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES,
     k split only. With x3, one FP32 product read with 16-byte loads, k past _tune.SMALL_K, on sm_80 and later also
-    weighs matmul_tc.X3_TILES, k whole (their pipeline takes a ragged k; their products run at float32's bound)."""
+    weighs matmul_tc.X3_TILES (float32 as three TF32 products, within float32's bound)."""
     large, small = pair
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     if wide and count > 1:
@@ -232,19 +232,14 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         long_split = _dmma.split_plan(m, n, k, device_id)
         tiles += long_split[:1]
     split_only = _tune.SPLIT_TILES.get(dtype, ()) if count == 1 and k > _tune.SMALL_K and not whole else ()
-    whole_only = ()
+    x3_tiles = ()
     if x3 and dtype == F32 and count == 1 and k > _tune.SMALL_K and vectors and _compute_capability(device_id) >= 80:
-        whole_only = matmul_tc.X3_TILES
+        x3_tiles = matmul_tc.X3_TILES
     sms, best = sm_count(device_id), None
-    for tile in tiles + split_only + whole_only:
-        dmma = isinstance(tile, _dmma.DmmaTile)
-        if tile in whole_only:
-            slots = matmul_tc.resident(tile, device_id)
-            seconds = _tune.product_seconds(tile, m, n, k, 1, slots, sms, dtype.itemsize)
-            if seconds < best[0]:
-                best = (seconds, tile, 1, k)
-            continue
-        slots = _dmma.resident(tile, device_id) if dmma else resident_tiles(tile, dtype, device_id)
+    for tile in tiles + split_only + x3_tiles:
+        dmma, tc = isinstance(tile, _dmma.DmmaTile), tile in x3_tiles
+        slots = _dmma.resident(tile, device_id) if dmma else \
+            matmul_tc.resident(tile, device_id) if tc else resident_tiles(tile, dtype, device_id)
         grid = -(-m // tile.bm) * -(-n // tile.bn)
         rounds = MAX_SPLIT_ROUNDS if grid * MAX_SPLIT_ROUNDS >= slots else 1
         least = MIN_SPLIT_DEPTH if grid >= slots else max(MIN_SMALL_GRID_SPLIT_DEPTH, MIN_SPLIT_SLICES * tile.bk)
@@ -254,7 +249,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         for wanted in [min(most, long_split[1])] if dmma and long_split else counts:
             splits, depth = _tune.split_depth(k, wanted, tile.bk, odd=dmma)
             tail = 0
-            if count == 1 and splits == 1 and not dmma and uses_stream_k(tile):
+            if count == 1 and splits == 1 and not dmma and not tc and uses_stream_k(tile):
                 tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0]
             seconds = _tune.product_seconds(tile, m, n, k, splits, slots, sms, dtype.itemsize, tail, count,
                                             last_round_alone=dmma, depth=depth)

@@ -16,7 +16,7 @@ import cupy
 import numpy as np
 
 from ._compile import ctype, instantiation, kernel, launch, resident_blocks
-from ._device import shared_per_block, sm_count
+from ._device import shared_per_block, sm_count, workspace
 from ._variants import Variant, register
 
 FAMILY = "matmul_tc"
@@ -73,9 +73,7 @@ TF32_TILES = (TcTile(128, 128, 16, 64, 32, 4), TcTile(128, 64, 16, 64, 32, 4, 0.
 
 
 # float32 as three TF32 products (x3); planned for float32 where they beat the register tiles (matmul.plan).
-X3_TILES = (TcTile(128, 128, 16, 64, 32, 4, x3=True), TcTile(128, 64, 16, 64, 32, 4, x3=True),
-            TcTile(128, 64, 16, 32, 32, 4, x3=True), TcTile(64, 128, 16, 32, 32, 4, x3=True),
-            TcTile(64, 64, 16, 32, 32, 4, x3=True))
+X3_TILES = (TcTile(128, 64, 16, 64, 32, 4, x3=True), TcTile(64, 64, 16, 32, 32, 4, x3=True))
 
 
 def tiles(name: str) -> tuple[TcTile, ...]:
@@ -264,21 +262,46 @@ def resident(tile: TcTile, device_id: int) -> int:
     return sm_count(device_id) * resident_blocks(fn, tile.threads, tile.shared_bytes(4))
 
 
-def x3_launcher(A, B, out, tile: TcTile):
-    """f(A, B, out): one float32 product on an X3 tile, its launch built once for operands of these shapes, strides
-    and 16-byte alignments (the fast variant's route key holds all three); operands the kernel cannot read in place
-    go through run_tc (copied) on every call."""
-    from .matmul import _layout
+def x3_launcher(A, B, out, tile: TcTile, splits: int = 1, depth: int = 0):
+    """f(A, B, out): one float32 product on an X3 tile, k cut into `splits` runs of `depth` (the last shorter) whose
+    partial products are summed in a fixed order; launches built once for operands of these shapes, strides and
+    16-byte alignments (the fast variant's route key holds all three). An operand the kernel cannot read in place is
+    copied, padded, on every call (laid out alike each time)."""
+    from ._matmul_routes import partials_adder
+    from .matmul import _layout, aligned_operand
 
-    (a, a_kc, lda), (b, b_kc, ldb) = _layout(A, 0), _layout(B, 1)
-    if not (a is A and b is B and A.data.ptr % 16 == 0 and B.data.ptr % 16 == 0 and lda % 4 == 0 and ldb % 4 == 0):
-        return lambda A, B, out: run_tc("mma_sync", A, B, out, tile=tile)
+    def in_place(x, row_axis):
+        a, _, ld = _layout(x, row_axis)
+        return a is x and x.data.ptr % 16 == 0 and ld % 4 == 0
+
+    copy_a, copy_b = not in_place(A, 0), not in_place(B, 1)
+    (_, a_kc, lda), (_, b_kc, ldb) = (_layout(aligned_operand(A, 0) if copy_a else A, 0),
+                                      _layout(aligned_operand(B, 1) if copy_b else B, 1))
     m, k = A.shape
     n = B.shape[1]
     fn = kernel(FAMILY, tile.expression("float", a_kc, b_kc), mma_instantiations(tile, "float32"))
-    grid, block, rest = (-(-m // tile.bm) * -(-n // tile.bn),), (tile.threads,), (m, n, k, lda, ldb, 0, 0)
-    smem = tile.shared_bytes(4)
-    return lambda A, B, out: launch(fn, grid, block, (A.data.ptr, B.data.ptr, out.data.ptr) + rest, shared_mem=smem)
+    grid, block, smem = -(-m // tile.bm) * -(-n // tile.bn), (tile.threads,), tile.shared_bytes(4)
+    item, size = 4, m * n * 4
+
+    def operands(A, B):
+        return (aligned_operand(A, 0) if copy_a else A).data.ptr, (aligned_operand(B, 1) if copy_b else B).data.ptr
+
+    if splits == 1:
+        def run(A, B, out):
+            a, b = operands(A, B)
+            launch(fn, (grid,), block, (a, b, out.data.ptr, m, n, k, lda, ldb, 0, 0), shared_mem=smem)
+        return run
+    step_a, step_b = depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb)
+    last, k_last, add = splits - 1, k - (splits - 1) * depth, partials_adder(out, splits)
+
+    def run_split(A, B, out):
+        a, b = operands(A, B)
+        partials = workspace(splits * size)[0]
+        launch(fn, (grid, 1, last), block, (a, b, partials, m, n, depth, lda, ldb, step_a, step_b), shared_mem=smem)
+        launch(fn, (grid,), block, (a + last * step_a * item, b + last * step_b * item, partials + last * size, m, n,
+                                    k_last, lda, ldb, 0, 0), shared_mem=smem)
+        add(out.data.ptr, partials)
+    return run_split
 
 
 def _variant_run(kind: str):
