@@ -177,6 +177,8 @@ TILE_TFLOPS = {
     # mid-size products of session 21's probe (docs/NOTES.md)
     "128x128x32_w64x32_s3": 50.0, "128x64x16_w64x32_s4": 49.0, "64x128x16_w32x64_s4": 49.0,
     "64x64x16_w32x32_s4": 48.0, "64x64x32_w32x32_s3": 49.0,  # (the last: split_plan's alone, set as its neighbours)
+    # FP32 as three TF32 products (matmul_tc.X3_TILES), fitted to their whole-k times beside the register tiles'
+    "x3_128x64x16_w64x32_s4": 60.0, "x3_64x64x16_w32x32_s4": 46.0,
 }
 SUM_BYTES_PER_S = 2.8e12  # what the split-k sum's reads and writes move at (the H100's, as the rates above)
 LAUNCH_S = 3e-6  # the split-k sum's launch

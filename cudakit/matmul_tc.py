@@ -283,19 +283,21 @@ def x3_launcher(A, B, out, tile: TcTile, splits: int = 1, depth: int = 0):
     grid, block, smem = -(-m // tile.bm) * -(-n // tile.bn), (tile.threads,), tile.shared_bytes(4)
     item, size = 4, m * n * 4
 
-    def operands(A, B):
-        return (aligned_operand(A, 0) if copy_a else A).data.ptr, (aligned_operand(B, 1) if copy_b else B).data.ptr
+    def operands(A, B):  # (the copies must outlive the launches that read them: the caller holds them)
+        return aligned_operand(A, 0) if copy_a else A, aligned_operand(B, 1) if copy_b else B
 
     if splits == 1:
         def run(A, B, out):
             a, b = operands(A, B)
-            launch(fn, (grid,), block, (a, b, out.data.ptr, m, n, k, lda, ldb, 0, 0), shared_mem=smem)
+            launch(fn, (grid,), block, (a.data.ptr, b.data.ptr, out.data.ptr, m, n, k, lda, ldb, 0, 0),
+                   shared_mem=smem)
         return run
     step_a, step_b = depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb)
     last, k_last, add = splits - 1, k - (splits - 1) * depth, partials_adder(out, splits)
 
     def run_split(A, B, out):
-        a, b = operands(A, B)
+        copies = operands(A, B)
+        a, b = (x.data.ptr for x in copies)
         partials = workspace(splits * size)[0]
         launch(fn, (grid, 1, last), block, (a, b, partials, m, n, depth, lda, ldb, step_a, step_b), shared_mem=smem)
         launch(fn, (grid,), block, (a + last * step_a * item, b + last * step_b * item, partials + last * size, m, n,

@@ -307,6 +307,27 @@ def tensor_cores(small: bool) -> int:
     return runs
 
 
+def x3_tiles(small: bool) -> int:
+    """The X3 tiles (float32 as three TF32 products), whole and split, in place and copied, over partial tiles."""
+    if int(cupy.cuda.Device().compute_capability) < 80:
+        return 0
+    from cudakit import matmul_tc
+
+    runs = 0
+    for tile in matmul_tc.X3_TILES:
+        for (m, k, n), wanted in [((tile.bm + 3, 3 * tile.bk + 5, tile.bn + 1), 1), ((tile.bm - 5, 301, tile.bn + 9), 3)]:
+            splits, depth = _tune.split_depth(k, wanted, tile.bk)
+            for oa, ob in (("C", "C"), ("F", "F"), ("C", "F")):
+                for offset in (0, 1):  # 1: rows start off 16 bytes, copied
+                    a = rand((m + offset, k + offset), np.float32, oa)[offset:, offset:]
+                    b = rand((k, n), np.float32, ob)
+                    out = cupy.empty((m, n), np.float32)
+                    matmul_tc.x3_launcher(a, b, out, tile, splits, depth)(a, b, out)
+                    _check.verify("matmul", "x3", out, a, b, np.float32, k)
+                    runs += 1
+    return runs
+
+
 PARTS = {
     "matmul": matmul_variants,
     "vectors": vector_variants,
@@ -316,6 +337,7 @@ PARTS = {
     "tensor-cores": tensor_cores,
     "dmma": pipelined_fp64,  # the pipelined FP64 kernel
     "tiles": lambda small: simt_tiles(),  # the fast matmul's SIMT tiles, whole and split
+    "x3": x3_tiles,
 }
 
 
