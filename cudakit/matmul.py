@@ -195,25 +195,27 @@ def uses_stream_k(tile: Tile) -> bool:
 
 
 def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1, pipelined: bool = True,
-         vectors: bool = False, x3: bool = False) -> tuple[Tile, int, int]:
+         vectors: bool = False, x3: float | None = None) -> tuple[Tile, int, int]:
     """_plan for the tiles tuned now (a new tuning replans); pipelined=False leaves the pipelined DMMA tiles out;
     vectors: the tiles read A and B with 16-byte loads (reads_vectors, or a padded copy); x3: an FP32 product may
-    take matmul_tc's X3 tiles (float32 as three TF32 products on the tensor cores)."""
+    take matmul_tc's X3 tiles (float32 as three TF32 products on the tensor cores), the seconds of the operand copies
+    they need added (matmul_tc.copy_seconds); None: not weighed."""
     dtype = np.dtype(dtype)
     return _plan(_tune.tiles(device_id, dtype), device_id, dtype, m, n, k, count, pipelined, vectors, x3)
 
 
 @functools.lru_cache(maxsize=4096)
 def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int, count: int,
-          pipelined: bool = True, vectors: bool = False, x3: bool = False) -> tuple[Tile, int, int]:
+          pipelined: bool = True, vectors: bool = False, x3: float | None = None) -> tuple[Tile, int, int]:
     """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64
     tile between them; for a short k, the tile with the most blocks per SM alone, or beside it _tune.WIDE_TILE where
     _wide_takes; for FP64 that _dmma.planned, its tiles alone, k whole; that _dmma.split_planned, _dmma.split_plan's
     beside the others), the tile and the split of k into `splits` runs of `depth` whose modelled time
     (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole; a batch that
     _wide_takes runs on _tune.WIDE_TILE. A single product with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES,
-    k split only. With x3, one FP32 product read with 16-byte loads, k past _tune.SMALL_K, on sm_80 and later also
-    weighs matmul_tc.X3_TILES (float32 as three TF32 products, within float32's bound)."""
+    k split only. Where x3 is given, one FP32 product with k past _tune.SMALL_K on sm_80 and later also weighs
+    matmul_tc.X3_TILES (float32 as three TF32 products, within float32's bound), their runs of k at least
+    matmul_tc.X3_MIN_DEPTH deep, x3 seconds of copies and a split's second launch added."""
     large, small = pair
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     if wide and count > 1:
@@ -233,7 +235,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         tiles += long_split[:1]
     split_only = _tune.SPLIT_TILES.get(dtype, ()) if count == 1 and k > _tune.SMALL_K and not whole else ()
     x3_tiles = ()
-    if x3 and dtype == F32 and count == 1 and k > _tune.SMALL_K and vectors and _compute_capability(device_id) >= 80:
+    if x3 is not None and dtype == F32 and count == 1 and k > _tune.SMALL_K and _compute_capability(device_id) >= 80:
         x3_tiles = matmul_tc.X3_TILES
     sms, best = sm_count(device_id), None
     for tile in tiles + split_only + x3_tiles:
@@ -248,11 +250,15 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         counts = counts[1:] if tile in split_only else counts
         for wanted in [min(most, long_split[1])] if dmma and long_split else counts:
             splits, depth = _tune.split_depth(k, wanted, tile.bk, odd=dmma)
+            if tc and splits > 1 and depth < matmul_tc.X3_MIN_DEPTH:
+                continue
             tail = 0
             if count == 1 and splits == 1 and not dmma and not tc and uses_stream_k(tile):
                 tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0]
             seconds = _tune.product_seconds(tile, m, n, k, splits, slots, sms, dtype.itemsize, tail, count,
                                             last_round_alone=dmma, depth=depth)
+            if tc:  # (a split launches its last run apart)
+                seconds += x3 + (_tune.LAUNCH_S if splits > 1 else 0.0)
             if best is None or seconds < best[0]:
                 best = (seconds, tile, splits, depth)
     return best[1:]

@@ -262,6 +262,29 @@ def resident(tile: TcTile, device_id: int) -> int:
     return sm_count(device_id) * resident_blocks(fn, tile.threads, tile.shared_bytes(4))
 
 
+X3_MIN_DEPTH = 256  # the least k a split's run takes: shorter runs spend most of their time filling the pipeline
+
+
+def _in_place(x, row_axis: int) -> bool:
+    """Whether the mma_sync kernels read operand x as it is (a unit stride, 16-byte aligned lines)."""
+    from .matmul import _layout
+
+    a, _, ld = _layout(x, row_axis)
+    return a is x and x.data.ptr % 16 == 0 and ld % (16 // x.itemsize) == 0
+
+
+COPY_BYTES_PER_S = 1.2e12  # a pitched device copy's reads and writes, as the planner counts them (kept low: unmeasured)
+
+
+def copy_seconds(A, B) -> float:
+    """The modelled time of the padded copies x3_launcher makes of operands it cannot read in place: each read and
+    written once at COPY_BYTES_PER_S, plus a launch."""
+    from . import _tune
+
+    copied = [x for x, axis in ((A, 0), (B, 1)) if not _in_place(x, axis)]
+    return sum(2 * x.nbytes / COPY_BYTES_PER_S + _tune.LAUNCH_S for x in copied)
+
+
 def x3_launcher(A, B, out, tile: TcTile, splits: int = 1, depth: int = 0):
     """f(A, B, out): one float32 product on an X3 tile, k cut into `splits` runs of `depth` (the last shorter) whose
     partial products are summed in a fixed order; launches built once for operands of these shapes, strides and
@@ -270,11 +293,7 @@ def x3_launcher(A, B, out, tile: TcTile, splits: int = 1, depth: int = 0):
     from ._matmul_routes import partials_adder
     from .matmul import _layout, aligned_operand
 
-    def in_place(x, row_axis):
-        a, _, ld = _layout(x, row_axis)
-        return a is x and x.data.ptr % 16 == 0 and ld % 4 == 0
-
-    copy_a, copy_b = not in_place(A, 0), not in_place(B, 1)
+    copy_a, copy_b = not _in_place(A, 0), not _in_place(B, 1)
     (_, a_kc, lda), (_, b_kc, ldb) = (_layout(aligned_operand(A, 0) if copy_a else A, 0),
                                       _layout(aligned_operand(B, 1) if copy_b else B, 1))
     m, k = A.shape

@@ -293,6 +293,43 @@ def test_split_only_tiles_are_planned_with_k_split_alone(monkeypatch):
         mm._plan.cache_clear()
 
 
+def test_x3_tiles_are_planned_for_one_fp32_product_where_offered(monkeypatch):
+    """matmul_tc.X3_TILES on a modelled H100 (no GPU, as above): weighed only where the route offers them (x3 not
+    None) for one FP32 product with k past SMALL_K, their split runs at least X3_MIN_DEPTH deep; taken for the
+    products the session-35 probe measured faster (4096^3 1.20x, 4787 x 911 x 2579 1.33x the register tiles), left for
+    512^3 (a split of 128-deep runs measured 0.59x), where their copies cost more than they gain, and for FP64."""
+    from cudakit import matmul_tc
+
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    configs = {dt: _tune.default_config(dt, 90) for dt in (f32, f64)}
+    monkeypatch.setattr(_tune, "tiles", lambda device_id, dtype: (_tune._BY_NAME[configs[dtype]["large"]],
+                                                                  _tune._BY_NAME[configs[dtype]["small"]]))
+    monkeypatch.setattr(mm, "sm_count", lambda device_id: 132)
+    monkeypatch.setattr(mm, "resident_tiles", lambda tile, dtype, device_id: 132 * tile.min_blocks)
+    monkeypatch.setattr(mm, "_compute_capability", lambda device_id: 90)
+    monkeypatch.setattr(matmul_tc, "resident", lambda tile, device_id: 132 * 2)
+    mm._plan.cache_clear()
+    try:
+        taken = 0
+        for m, n, k in [(4096, 4096, 4096), (4787, 2579, 911), (1009, 283, 1213), (143, 106, 219950), (512, 512, 512),
+                        (2048, 2048, 65), (2048, 2048, 64)]:
+            for count in (1, 8):
+                tile, splits, depth = mm.plan(0, f32, m, n, k, count, vectors=True, x3=0.0)
+                if tile in matmul_tc.X3_TILES:
+                    taken += 1
+                    assert count == 1 and k > _tune.SMALL_K, (m, n, k, count)
+                    assert splits == 1 or depth >= matmul_tc.X3_MIN_DEPTH, (m, n, k, splits, depth)
+                assert mm.plan(0, f32, m, n, k, count, vectors=True)[0] not in matmul_tc.X3_TILES
+        assert taken > 0
+        assert mm.plan(0, f32, 4096, 4096, 4096, vectors=True, x3=0.0)[0] in matmul_tc.X3_TILES
+        assert mm.plan(0, f32, 4787, 2579, 911, vectors=True, x3=0.0)[0] in matmul_tc.X3_TILES
+        assert mm.plan(0, f32, 512, 512, 512, vectors=True, x3=0.0)[0] not in matmul_tc.X3_TILES
+        assert mm.plan(0, f32, 4787, 2579, 911, vectors=True, x3=1.0)[0] not in matmul_tc.X3_TILES  # (copies)
+        assert mm.plan(0, f64, 4096, 4096, 4096, pipelined=False, vectors=True, x3=0.0)[0] not in matmul_tc.X3_TILES
+    finally:
+        mm._plan.cache_clear()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_zero_sizes(variant):

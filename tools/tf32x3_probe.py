@@ -14,7 +14,7 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _check, _matmul_routes
+from cudakit import _check, _matmul_routes, matmul_tc
 from cudakit.bench import timing
 from cudakit.testing import random_array
 
@@ -54,7 +54,8 @@ def main():
         A = random_array((m, k), np.float32, order[0])
         B = random_array((k, n), np.float32, order[1])
         out = cupy.empty((m, n), np.float32)
-        tile, splits, _ = mm.plan(device, np.float32, m, n, k, vectors=True, x3=True)
+        vectors = mm.reads_vectors(A, B) or min(m, n) >= mm.PAD_MIN_DIM  # (as the route plans)
+        tile, splits, _ = mm.plan(device, np.float32, m, n, k, vectors=vectors, x3=matmul_tc.copy_seconds(A, B))
         t_s = median_us(lambda: cupy.matmul(A, B))
         t_simt = fast(A, B, out, False)
         t_x3 = fast(A, B, out, True)
