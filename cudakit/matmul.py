@@ -214,8 +214,9 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole; a batch that
     _wide_takes runs on _tune.WIDE_TILE. A single product with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES,
     k split only. Where x3 is given, one FP32 product with k past _tune.SMALL_K on sm_80 and later also weighs
-    matmul_tc.X3_TILES (float32 as three TF32 products, within float32's bound), their runs of k at least
-    matmul_tc.X3_MIN_DEPTH deep, x3 seconds of copies and a split's second launch added."""
+    matmul_tc.X3_TILES (float32 as three TF32 products, within float32's bound) for a C of at least X3_MIN_TILES
+    of their tiles, their runs of k at least X3_MIN_DEPTH deep, their modelled time times X3_MARGIN, x3 seconds of
+    copies and a split's second launch added."""
     large, small = pair
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     if wide and count > 1:
@@ -250,7 +251,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         counts = counts[1:] if tile in split_only else counts
         for wanted in [min(most, long_split[1])] if dmma and long_split else counts:
             splits, depth = _tune.split_depth(k, wanted, tile.bk, odd=dmma)
-            if tc and splits > 1 and depth < matmul_tc.X3_MIN_DEPTH:
+            if tc and (grid < matmul_tc.X3_MIN_TILES or (splits > 1 and depth < matmul_tc.X3_MIN_DEPTH)):
                 continue
             tail = 0
             if count == 1 and splits == 1 and not dmma and not tc and uses_stream_k(tile):
@@ -258,7 +259,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
             seconds = _tune.product_seconds(tile, m, n, k, splits, slots, sms, dtype.itemsize, tail, count,
                                             last_round_alone=dmma, depth=depth)
             if tc:  # (a split launches its last run apart)
-                seconds += x3 + (_tune.LAUNCH_S if splits > 1 else 0.0)
+                seconds = seconds * matmul_tc.X3_MARGIN + x3 + (_tune.LAUNCH_S if splits > 1 else 0.0)
             if best is None or seconds < best[0]:
                 best = (seconds, tile, splits, depth)
     return best[1:]

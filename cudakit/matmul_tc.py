@@ -263,6 +263,8 @@ def resident(tile: TcTile, device_id: int) -> int:
 
 
 X3_MIN_DEPTH = 256  # the least k a split's run takes: shorter runs spend most of their time filling the pipeline
+X3_MIN_TILES = 64  # the least tiles of C: on fewer, splits of k and padded tiles lost to the register tiles
+X3_MARGIN = 1.05  # the planner takes them only where its model has them this much faster (it overrated narrow wins)
 
 
 def _in_place(x, row_axis: int) -> bool:

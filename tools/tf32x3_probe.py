@@ -32,16 +32,20 @@ def median_us(fn) -> float:
     return timing.measure(lambda i: fn(), BUDGET)[0].median * 1e6
 
 
-def fast(A, B, out, x3: bool) -> float:
-    """The fast variant's time with X3 tiles weighed by the planner or not (its routes planned anew)."""
+def fast(A, B, out, x3: bool, per_call: bool = False) -> float:
+    """The fast variant's time with X3 tiles weighed by the planner or not (its routes planned anew); per_call: back
+    to back, host time included, as the sweep times operands within L2."""
     _matmul_routes.X3 = x3
     _matmul_routes._routes.clear()
+    if per_call:
+        return timing.measure(lambda i: cudakit.matmul(A, B, out=out), BUDGET, per_call=True)[0].median * 1e6
     return median_us(lambda: cudakit.matmul(A, B, out=out))
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", nargs="*", default=SHAPES)
+    p.add_argument("--per-call", action="store_true", help="also the per-call times (host time included)")
     args = p.parse_args()
     mm = importlib.import_module("cudakit.matmul")
     device = cupy.cuda.runtime.getDevice()
@@ -63,6 +67,11 @@ def main():
         errs = [_check.product_error(cupy.matmul(A, B), A, B), _check.product_error(cudakit.matmul(A, B, out=out), A, B)]
         print(f"{spec:>24} {tile.name + ' /' + str(splits):>34} {t_s:9.1f} {t_simt:8.1f} {t_x3:8.1f} {t_s / t_x3:7.2f}"
               f" {t_simt / t_x3:6.2f} {errs[0]:9.2e} {errs[1]:9.2e} {_check.tolerance(np.float32, k):8.1e}", flush=True)
+        if args.per_call:
+            t_s = timing.measure(lambda i: cupy.matmul(A, B), BUDGET, per_call=True)[0].median * 1e6
+            t_simt, t_x3 = fast(A, B, out, False, True), fast(A, B, out, True, True)
+            print(f"{'per call':>59} {t_s:9.1f} {t_simt:8.1f} {t_x3:8.1f} {t_s / t_x3:7.2f} {t_simt / t_x3:6.2f}",
+                  flush=True)
         A = B = out = None
         cupy.get_default_memory_pool().free_all_blocks()
 
