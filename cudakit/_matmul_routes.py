@@ -11,6 +11,7 @@ kernel's tiles (k whole, or split for a small C with a long k).
 from __future__ import annotations
 
 import importlib
+import os
 
 import cupy
 import numpy as np
@@ -244,7 +245,9 @@ def partials_adder(out, splits: int):
 
 
 _routes: dict = {}  # the fast variant's routes by geometry (_compile.kept)
-X3 = True  # FP32 products may run as three TF32 products on the tensor cores (matmul.plan's x3; clear _routes after a change)
+# FP32 products may run as three TF32 products on the tensor cores (matmul.plan's x3); CUDAKIT_FP32_X3=0 (read once,
+# at import) keeps them on the FP32 register tiles. (A change at run time needs _routes cleared.)
+X3 = os.environ.get("CUDAKIT_FP32_X3", "") != "0"
 
 
 def run_fast(A, B, out):

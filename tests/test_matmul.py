@@ -1,5 +1,6 @@
 import importlib
 import json
+import os
 
 import numpy as np
 import pytest
@@ -291,6 +292,18 @@ def test_split_only_tiles_are_planned_with_k_split_alone(monkeypatch):
         assert mm.plan(0, f32, 2551, 653, 2053, vectors=True)[0] not in split_only
     finally:
         mm._plan.cache_clear()
+
+
+def test_cudakit_fp32_x3_0_keeps_float32_on_the_register_tiles():
+    """CUDAKIT_FP32_X3=0, read at import, turns the X3 offer off (a fresh interpreter: the flag is read once)."""
+    import subprocess
+    import sys
+
+    code = "from cudakit import _matmul_routes as r; print(r.X3)"
+    for value, want in (("0", "False"), ("1", "True"), ("", "True")):
+        env = dict(os.environ, CUDAKIT_FP32_X3=value)
+        got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert got.stdout.strip() == want, (value, got.stdout, got.stderr)
 
 
 def test_x3_tiles_are_planned_for_one_fp32_product_where_offered(monkeypatch):
