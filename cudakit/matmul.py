@@ -213,7 +213,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     beside the others), the tile and the split of k into `splits` runs of `depth` whose modelled time
     (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole; a batch that
     _wide_takes runs on _tune.WIDE_TILE. A single product with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES,
-    k split only. Where x3 is given, one FP32 product with k past _tune.SMALL_K on sm_80 and later also weighs
+    k split only. Where x3 is given, one FP32 product with k past _tune.SMALL_K on matmul_tc.X3_ARCHS also weighs
     matmul_tc.X3_TILES (float32 as three TF32 products, within float32's bound) for a C of at least X3_MIN_TILES
     of their tiles, their runs of k at least X3_MIN_DEPTH deep, their modelled time times X3_MARGIN, x3 seconds of
     copies and a split's second launch added."""
@@ -236,14 +236,17 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         tiles += long_split[:1]
     split_only = _tune.SPLIT_TILES.get(dtype, ()) if count == 1 and k > _tune.SMALL_K and not whole else ()
     x3_tiles = ()
-    if x3 is not None and dtype == F32 and count == 1 and k > _tune.SMALL_K and _compute_capability(device_id) >= 80:
+    if (x3 is not None and dtype == F32 and count == 1 and _tune.SMALL_K < k and max(m, n, k) <= matmul_tc.MAX_DIM
+            and _compute_capability(device_id) in matmul_tc.X3_ARCHS):
         x3_tiles = matmul_tc.X3_TILES
     sms, best = sm_count(device_id), None
     for tile in tiles + split_only + x3_tiles:
         dmma, tc = isinstance(tile, _dmma.DmmaTile), tile in x3_tiles
+        grid = -(-m // tile.bm) * -(-n // tile.bn)
+        if tc and grid < matmul_tc.X3_MIN_TILES:
+            continue
         slots = _dmma.resident(tile, device_id) if dmma else \
             matmul_tc.resident(tile, device_id) if tc else resident_tiles(tile, dtype, device_id)
-        grid = -(-m // tile.bm) * -(-n // tile.bn)
         rounds = MAX_SPLIT_ROUNDS if grid * MAX_SPLIT_ROUNDS >= slots else 1
         least = MIN_SPLIT_DEPTH if grid >= slots else max(MIN_SMALL_GRID_SPLIT_DEPTH, MIN_SPLIT_SLICES * tile.bk)
         most = min(k // least, MAX_SPLIT_BYTES // (m * n * dtype.itemsize))
@@ -251,7 +254,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         counts = counts[1:] if tile in split_only else counts
         for wanted in [min(most, long_split[1])] if dmma and long_split else counts:
             splits, depth = _tune.split_depth(k, wanted, tile.bk, odd=dmma)
-            if tc and (grid < matmul_tc.X3_MIN_TILES or (splits > 1 and depth < matmul_tc.X3_MIN_DEPTH)):
+            if tc and splits > 1 and depth < matmul_tc.X3_MIN_DEPTH:
                 continue
             tail = 0
             if count == 1 and splits == 1 and not dmma and not tc and uses_stream_k(tile):

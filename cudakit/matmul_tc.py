@@ -265,6 +265,9 @@ def resident(tile: TcTile, device_id: int) -> int:
 X3_MIN_DEPTH = 256  # the least k a split's run takes: shorter runs spend most of their time filling the pipeline
 X3_MIN_TILES = 64  # the least tiles of C: on fewer, splits of k and padded tiles lost to the register tiles
 X3_MARGIN = 1.05  # the planner takes them only where its model has them this much faster (it overrated narrow wins)
+# Where TF32 products run several times the FP32 rate (A100, H100): on sm_86 / sm_89 parts the tensor cores' TF32 rate
+# is about the FP32 one, and three products would lose.
+X3_ARCHS = (80, 90)
 
 
 def _in_place(x, row_axis: int) -> bool:

@@ -369,7 +369,7 @@ template <bool B> struct TcBool { static constexpr bool value = B; };
 // (the lines it does not move): the swizzle acts on whole bits of a chunk index when chunks per line, WM and WN are
 // powers of 2, and the lines of a step or fragment start on multiples of its 8-line period.
 template <typename T_, bool A_KC, bool B_KC, int BM, int BN, int BK, int WM, int WN, bool RAW = false>
-struct FragmentReader {  // RAW: float32 fragments keep their bits (split_tf32 rounds them), else rounded to TF32
+struct FragmentReader {  // RAW: float32 fragments keep their bits (split_tf32 takes them apart), else rounded to TF32
     typedef T_ T;
     typedef SwizzledTile<T, BM, BK, A_KC> TileA;
     typedef SwizzledTile<T, BN, BK, B_KC> TileB;
@@ -434,10 +434,12 @@ struct FragmentReader {  // RAW: float32 fragments keep their bits (split_tf32 r
 };
 
 // float32 as three TF32 products (X3): x = head + tail exactly, head x's top 11 significant bits (truncated: bit
-// operations only, no conversions) and tail the rest, which the tensor cores read to 11 bits; a product is
-// head·head + head·tail + tail·head, each term off by at most 2^-21 of it and the dropped tail·tail at most 2^-20.
-// Infinities and NaN take part in head·head alone: their tails are 0 and the cross terms see a finite head of 0,
-// so no inf - inf and no 0·inf appears there.
+// operations only, no conversions) and tail the rest, which the tensor cores read to its top 11 bits (they drop a
+// TF32 operand's low 13 bits, as on sm_80 and sm_90); a product is head·head + head·tail + tail·head, each term off
+// by at most 2^-21 of it and the dropped tail·tail at most 2^-20. Infinities and NaN take part in head·head alone:
+// their tails are 0 and the cross terms see a finite head of 0, so no inf - inf and no 0·inf appears there. Two
+// inputs stay wrong, as in one TF32 product: a NaN whose payload lies only in the low 13 bits reads as infinity,
+// and a value below 2^-136 in magnitude has a head of 0 (times an infinity: NaN).
 struct Tf32Parts {
     unsigned head, finite_head, tail;
 };

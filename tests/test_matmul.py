@@ -311,7 +311,8 @@ def test_x3_tiles_are_planned_for_one_fp32_product_where_offered(monkeypatch):
     None) for one FP32 product with k past SMALL_K, a C of at least X3_MIN_TILES tiles, their split runs at least
     X3_MIN_DEPTH deep; taken for the
     products the session-35 probe measured faster (4096^3 1.20x, 4787 x 911 x 2579 1.33x the register tiles), left for
-    512^3 (a split of 128-deep runs measured 0.59x), where their copies cost more than they gain, and for FP64."""
+    512^3 (a split of 128-deep runs measured 0.59x), where their copies cost more than they gain, for FP64 and on
+    GPUs outside X3_ARCHS."""
     from cudakit import matmul_tc
 
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -342,6 +343,10 @@ def test_x3_tiles_are_planned_for_one_fp32_product_where_offered(monkeypatch):
         assert mm.plan(0, f32, 81, 93, 1004304, vectors=True, x3=0.0)[0] not in matmul_tc.X3_TILES  # (0.75x)
         assert mm.plan(0, f32, 4787, 2579, 911, vectors=True, x3=1.0)[0] not in matmul_tc.X3_TILES  # (copies)
         assert mm.plan(0, f64, 4096, 4096, 4096, pipelined=False, vectors=True, x3=0.0)[0] not in matmul_tc.X3_TILES
+        for cc in (75, 86, 89):  # (no TF32, or TF32 at about the FP32 rate)
+            monkeypatch.setattr(mm, "_compute_capability", lambda device_id, cc=cc: cc)
+            mm._plan.cache_clear()
+            assert mm.plan(0, f32, 4096, 4096, 4096, vectors=True, x3=0.0)[0] not in matmul_tc.X3_TILES, cc
     finally:
         mm._plan.cache_clear()
 

@@ -184,6 +184,12 @@ def test_float32_as_three_tf32_products_keeps_to_the_float32_bound(cc):
             for oa, ob in [("C", "T"), ("T", "C"), ("C", "C"), ("T", "T")]:
                 A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)
                 _float32_bound(_run("mma_sync", A, B, dtype, tile=tile), A, B, f"{tile} {oa}/{ob} {m}x{k}x{n}")
+    for oa, ob in [("C", "T"), ("T", "C")]:  # signed, magnitudes 2^-40 to 2^40: every exponent and sign of the split
+        A, B = _operand((257, 1000), dtype, oa), _operand((1000, 131), dtype, ob)
+        for x in (A, B):
+            x *= cupy.asarray(np.exp2(np.random.default_rng().integers(-40, 41, size=x.shape)) *
+                              np.random.default_rng().choice([-1.0, 1.0], size=x.shape), dtype)
+        _float32_bound(_run("mma_sync", A, B, dtype, tile=matmul_tc.X3_TILES[0]), A, B, f"signed, wide {oa}/{ob}")
     tile = matmul_tc.X3_TILES[0]
     m, k, n = 70, 65539, 66
     A, B = _operand((m, k), dtype, "C"), _operand((k, n), dtype, "C")
@@ -197,6 +203,7 @@ def test_float32_as_three_tf32_products_keeps_to_the_float32_bound(cc):
     ref = cupy.asnumpy(A.astype(np.float64) @ B.astype(np.float64))
     got = cupy.asnumpy(out)
     assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(np.isinf(got), np.isinf(ref))
+    assert np.array_equal(got[np.isinf(ref)], ref[np.isinf(ref)])  # (the signs too)
     rows = [r for r in range(m) if r not in (r_inf, r_nan, r_max)]
     cols = [c for c in range(n) if c != c_inf]
     _float32_bound(out[rows][:, cols], A[rows], B[:, cols], f"{tile} {m}x{k}x{n}")
