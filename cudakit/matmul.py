@@ -197,9 +197,8 @@ def uses_stream_k(tile: Tile) -> bool:
 def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1, pipelined: bool = True,
          vectors: bool = False, x3: float | None = None) -> tuple[Tile, int, int]:
     """_plan for the tiles tuned now (a new tuning replans); pipelined=False leaves the pipelined DMMA tiles out;
-    vectors: the tiles read A and B with 16-byte loads (reads_vectors, or a padded copy); x3: an FP32 product may
-    take matmul_tc's X3 tiles (float32 as three TF32 products on the tensor cores), the seconds of the operand copies
-    they need added (matmul_tc.copy_seconds); None: not weighed."""
+    vectors: the tiles read A and B with 16-byte loads (reads_vectors, or a padded copy); x3: the seconds of the
+    copies matmul_tc's X3 tiles need (copy_seconds), or None where they are not weighed."""
     dtype = np.dtype(dtype)
     return _plan(_tune.tiles(device_id, dtype), device_id, dtype, m, n, k, count, pipelined, vectors, x3)
 
@@ -207,16 +206,13 @@ def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1, pipeline
 @functools.lru_cache(maxsize=4096)
 def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int, count: int,
           pipelined: bool = True, vectors: bool = False, x3: float | None = None) -> tuple[Tile, int, int]:
-    """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64
-    tile between them; for a short k, the tile with the most blocks per SM alone, or beside it _tune.WIDE_TILE where
+    """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64 tile
+    between them; for a short k, the tile with the most blocks per SM alone, or beside it _tune.WIDE_TILE where
     _wide_takes; for FP64 that _dmma.planned, its tiles alone, k whole; that _dmma.split_planned, _dmma.split_plan's
     beside the others), the tile and the split of k into `splits` runs of `depth` whose modelled time
     (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole; a batch that
-    _wide_takes runs on _tune.WIDE_TILE. A single product with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES,
-    k split only. Where x3 is given, one FP32 product with k past _tune.SMALL_K on matmul_tc.X3_ARCHS also weighs
-    matmul_tc.X3_TILES (float32 as three TF32 products, within float32's bound) for a C of at least X3_MIN_TILES
-    of their tiles, their runs of k at least X3_MIN_DEPTH deep, their modelled time times X3_MARGIN, x3 seconds of
-    copies and a split's second launch added."""
+    _wide_takes runs on _tune.WIDE_TILE. A single product with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES, k
+    split only. Where x3 is given, matmul_tc.x3_offered's tiles (float32 as three TF32 products) besides."""
     large, small = pair
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     if wide and count > 1:
@@ -235,16 +231,11 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         long_split = _dmma.split_plan(m, n, k, device_id)
         tiles += long_split[:1]
     split_only = _tune.SPLIT_TILES.get(dtype, ()) if count == 1 and k > _tune.SMALL_K and not whole else ()
-    x3_tiles = ()
-    if (x3 is not None and dtype == F32 and count == 1 and _tune.SMALL_K < k and max(m, n, k) <= matmul_tc.MAX_DIM
-            and _compute_capability(device_id) in matmul_tc.X3_ARCHS):
-        x3_tiles = matmul_tc.X3_TILES
+    x3_tiles = () if x3 is None else matmul_tc.x3_offered(dtype, m, n, k, count, _compute_capability(device_id))
     sms, best = sm_count(device_id), None
     for tile in tiles + split_only + x3_tiles:
         dmma, tc = isinstance(tile, _dmma.DmmaTile), tile in x3_tiles
         grid = -(-m // tile.bm) * -(-n // tile.bn)
-        if tc and grid < matmul_tc.X3_MIN_TILES:
-            continue
         slots = _dmma.resident(tile, device_id) if dmma else \
             matmul_tc.resident(tile, device_id) if tc else resident_tiles(tile, dtype, device_id)
         rounds = MAX_SPLIT_ROUNDS if grid * MAX_SPLIT_ROUNDS >= slots else 1
@@ -254,15 +245,13 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         counts = counts[1:] if tile in split_only else counts
         for wanted in [min(most, long_split[1])] if dmma and long_split else counts:
             splits, depth = _tune.split_depth(k, wanted, tile.bk, odd=dmma)
-            if tc and splits > 1 and depth < matmul_tc.X3_MIN_DEPTH:
-                continue
             tail = 0
             if count == 1 and splits == 1 and not dmma and not tc and uses_stream_k(tile):
                 tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0]
             seconds = _tune.product_seconds(tile, m, n, k, splits, slots, sms, dtype.itemsize, tail, count,
                                             last_round_alone=dmma, depth=depth)
-            if tc:  # (a split launches its last run apart)
-                seconds = seconds * matmul_tc.X3_MARGIN + x3 + (_tune.LAUNCH_S if splits > 1 else 0.0)
+            if tc:
+                seconds = matmul_tc.x3_seconds(seconds, x3, splits, depth)
             if best is None or seconds < best[0]:
                 best = (seconds, tile, splits, depth)
     return best[1:]

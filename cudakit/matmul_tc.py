@@ -10,6 +10,7 @@ module first on sm_90, else mma_sync with the tile `plan_fast` picks, else (sm_7
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import cupy
@@ -268,6 +269,29 @@ X3_MARGIN = 1.05  # the planner takes them only where its model has them this mu
 # Where TF32 products run several times the FP32 rate (A100, H100): on sm_86 / sm_89 parts the tensor cores' TF32 rate
 # is about the FP32 one, and three products would lose.
 X3_ARCHS = (80, 90)
+
+
+def x3_offered(dtype, m: int, n: int, k: int, count: int, cc: int) -> tuple[TcTile, ...]:
+    """The X3 tiles matmul._plan weighs for `count` m x k x n products of `dtype` on an sm_`cc` GPU: one float32
+    product with k past _tune.SMALL_K and sides within int, on X3_ARCHS; those with X3_MIN_TILES tiles of C or
+    more."""
+    from . import _tune
+
+    if np.dtype(dtype) != np.float32 or count != 1 or k <= _tune.SMALL_K or max(m, n, k) > MAX_DIM or \
+            cc not in X3_ARCHS:
+        return ()
+    return tuple(t for t in X3_TILES if -(-m // t.bm) * -(-n // t.bn) >= X3_MIN_TILES)
+
+
+def x3_seconds(modelled: float, copies: float, splits: int, depth: int) -> float:
+    """An X3 plan's time for the planner: the model's time times X3_MARGIN, plus the operands' copies (`copies`
+    seconds, copy_seconds) and a split's second launch (its last run launches apart); infinite (never planned) for
+    runs of k shorter than X3_MIN_DEPTH."""
+    from . import _tune
+
+    if splits > 1 and depth < X3_MIN_DEPTH:
+        return math.inf
+    return modelled * X3_MARGIN + copies + (_tune.LAUNCH_S if splits > 1 else 0.0)
 
 
 def _in_place(x, row_axis: int) -> bool:

@@ -327,7 +327,7 @@ def test_x3_tiles_are_planned_for_one_fp32_product_where_offered(monkeypatch):
     try:
         taken = 0
         for m, n, k in [(4096, 4096, 4096), (4787, 2579, 911), (1009, 283, 1213), (143, 106, 219950), (512, 512, 512),
-                        (2048, 2048, 65), (2048, 2048, 64)]:
+                        (2048, 2048, 65), (2048, 2048, 64), (512, 768, 1000), (768, 768, 700)]:
             for count in (1, 8):
                 tile, splits, depth = mm.plan(0, f32, m, n, k, count, vectors=True, x3=0.0)
                 if tile in matmul_tc.X3_TILES:
