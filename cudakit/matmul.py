@@ -250,8 +250,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
                 tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0]
             seconds = _tune.product_seconds(tile, m, n, k, splits, slots, sms, dtype.itemsize, tail, count,
                                             last_round_alone=dmma, depth=depth)
-            if tc:
-                seconds = matmul_tc.x3_seconds(seconds, x3, splits, depth)
+            seconds = matmul_tc.x3_seconds(seconds, x3, splits, depth) if tc else seconds
             if best is None or seconds < best[0]:
                 best = (seconds, tile, splits, depth)
     return best[1:]
