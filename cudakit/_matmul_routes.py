@@ -281,7 +281,7 @@ def _route(A, B, out):
     in_place = mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B
     in_place_vectors = in_place and mm.reads_vectors(A, B)
     vectors = in_place_vectors or min(m, n) >= mm.PAD_MIN_DIM  # (run_fast_tile pads the big products)
-    x3 = mm.matmul_tc.copy_seconds(A, B) if X3 and out.dtype == mm.F32 else None
+    x3 = mm.matmul_tc.x3_copies(A, B) if X3 and out.dtype == mm.F32 else None
     tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, vectors=vectors, x3=x3)
     if isinstance(tile, mm.matmul_tc.TcTile):
         return mm.matmul_tc.x3_launcher(A, B, out, tile, splits, depth)

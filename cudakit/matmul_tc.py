@@ -57,8 +57,10 @@ class TcTile:
         TcShared in matmul_tc.cu."""
         return max(self.stages * (self.bm + self.bn) * self.bk, self.bm * (self.bn + 8)) * itemsize
 
-    def expression(self, ctype: str, a_kc: bool, b_kc: bool) -> str:
-        x3 = (True,) if self.x3 else ()
+    def expression(self, ctype: str, a_kc: bool, b_kc: bool, aligned: bool = True) -> str:
+        """aligned=False (X3 tiles only): the operands' lines need not start on 16 bytes (4-byte copies)."""
+        assert aligned or self.x3, "only the X3 tiles are built to read misaligned operands"
+        x3 = (True,) if aligned and self.x3 else (True, False) if self.x3 else ()
         return instantiation("matmul_tc_mma", ctype, a_kc, b_kc, self.bm, self.bn, self.bk, self.wm, self.wn,
                              self.stages, *x3)
 
@@ -93,8 +95,9 @@ def wmma_instantiations(name: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def mma_instantiations(tile: TcTile, name: str) -> tuple[str, ...]:
-    """One module per (tile, dtype): the 4 layouts."""
-    return tuple(tile.expression(ctype(name), a_kc, b_kc) for a_kc, b_kc in LAYOUTS)
+    """One module per (tile, dtype): the 4 layouts (X3 tiles: each aligned and misaligned)."""
+    return tuple(tile.expression(ctype(name), a_kc, b_kc, aligned) for a_kc, b_kc in LAYOUTS
+                 for aligned in ((True, False) if tile.x3 else (True,)))
 
 
 def instantiation_groups():
@@ -210,7 +213,7 @@ def run_tc(kind: str, A, B, out, batch=(1, 0, 0), tile: TcTile | None = None) ->
         here = min(MAX_GRID_Z, count - z0)
         launch(fn, (grid, 1, here), (threads,),
                (a.data.ptr + z0 * step_a * item, b.data.ptr + z0 * step_b * item, out.data.ptr + z0 * m * n * item,
-                m, n, k, lda, ldb, step_a, step_b), shared_mem=smem)
+                m, n, k, lda, ldb, step_a, step_b) + ((k,) if mma else ()), shared_mem=smem)
 
 
 @functools.lru_cache(maxsize=None)
@@ -283,73 +286,87 @@ def x3_offered(dtype, m: int, n: int, k: int, count: int, cc: int) -> tuple[TcTi
     return tuple(t for t in X3_TILES if -(-m // t.bm) * -(-n // t.bn) >= X3_MIN_TILES)
 
 
-def x3_seconds(modelled: float, copies: float, splits: int, depth: int) -> float:
-    """An X3 plan's time for the planner: the model's time times X3_MARGIN, plus the operands' copies (`copies`
-    seconds, copy_seconds) and a split's second launch (its last run launches apart); infinite (never planned) for
-    runs of k shorter than X3_MIN_DEPTH."""
-    from . import _tune
-
+def x3_seconds(modelled: float, copies: tuple[float, float], splits: int, depth: int) -> float:
+    """An X3 plan's time for the planner: the model's time times X3_MARGIN, plus x3_copies' copies: those of operands
+    with no unit stride, and for lines off 16 bytes the cheaper of their padded copies and the misaligned build's
+    slowdown; infinite (never planned) for runs of k shorter than X3_MIN_DEPTH."""
     if splits > 1 and depth < X3_MIN_DEPTH:
         return math.inf
-    return modelled * X3_MARGIN + copies + (_tune.LAUNCH_S if splits > 1 else 0.0)
+    strided, padded = copies
+    return modelled * X3_MARGIN + strided + min(padded, modelled * (1 / X3_MISALIGNED_RATE - 1))
 
 
-def _in_place(x, row_axis: int) -> bool:
-    """Whether the mma_sync kernels read operand x as it is (a unit stride, 16-byte aligned lines)."""
-    from .matmul import _layout
-
-    a, _, ld = _layout(x, row_axis)
-    return a is x and x.data.ptr % 16 == 0 and ld % (16 // x.itemsize) == 0
+COPY_BYTES_PER_S = 1.2e12  # a device copy's reads and writes, as the planner counts them (measured: 1.4-1.6e12)
+X3_MISALIGNED_RATE = 0.89  # the build reading lines off 16 bytes (4-byte copies) against the 16-byte one (measured)
 
 
-COPY_BYTES_PER_S = 1.2e12  # a pitched device copy's reads and writes, as the planner counts them (kept low: unmeasured)
-
-
-def copy_seconds(A, B) -> float:
-    """The modelled time of the padded copies x3_launcher makes of operands it cannot read in place: each read and
-    written once at COPY_BYTES_PER_S, plus a launch."""
+def _copy_seconds(x) -> float:
     from . import _tune
 
-    copied = [x for x, axis in ((A, 0), (B, 1)) if not _in_place(x, axis)]
-    return sum(2 * x.nbytes / COPY_BYTES_PER_S + _tune.LAUNCH_S for x in copied)
+    return 2 * x.nbytes / COPY_BYTES_PER_S + _tune.LAUNCH_S
+
+
+def _lines_aligned(x, ld: int) -> bool:
+    return x.data.ptr % 16 == 0 and ld % 4 == 0
+
+
+def x3_copies(A, B) -> tuple[float, float]:
+    """The modelled seconds of the copies an X3 product may make, for matmul.plan: (C-order copies of operands with no
+    unit stride, which it always makes; padded copies of those whose lines do not start on 16 bytes, which it makes
+    where they cost less than the misaligned build's slowdown)."""
+    from .matmul import _layout
+
+    strided = padded = 0.0
+    for x, axis in ((A, 0), (B, 1)):
+        a, _, ld = _layout(x, axis)
+        strided += _copy_seconds(x) if a is not x else 0.0
+        padded += 0.0 if _lines_aligned(a, ld) else _copy_seconds(a)
+    return strided, padded
 
 
 def x3_launcher(A, B, out, tile: TcTile, splits: int = 1, depth: int = 0):
     """f(A, B, out): one float32 product on an X3 tile, k cut into `splits` runs of `depth` (the last shorter) whose
     partial products are summed in a fixed order; launches built once for operands of these shapes, strides and
-    16-byte alignments (the fast variant's route key holds all three). An operand the kernel cannot read in place is
-    copied, padded, on every call (laid out alike each time)."""
+    16-byte alignments (the fast variant's route key holds all three). An operand with no unit stride is copied to C
+    order on every call; lines off 16 bytes are padded on every call where x3_seconds has the copy cheaper than the
+    misaligned build, else read in place by it."""
+    from . import _tune
     from ._matmul_routes import partials_adder
     from .matmul import _layout, aligned_operand
 
-    copy_a, copy_b = not _in_place(A, 0), not _in_place(B, 1)
-    (_, a_kc, lda), (_, b_kc, ldb) = (_layout(aligned_operand(A, 0) if copy_a else A, 0),
-                                      _layout(aligned_operand(B, 1) if copy_b else B, 1))
     m, k = A.shape
     n = B.shape[1]
-    fn = kernel(FAMILY, tile.expression("float", a_kc, b_kc), mma_instantiations(tile, "float32"))
-    grid, block, smem = -(-m // tile.bm) * -(-n // tile.bn), (tile.threads,), tile.shared_bytes(4)
-    item, size = 4, m * n * 4
+    device_id = out.data.device_id
+    modelled = _tune.product_seconds(tile, m, n, k, splits, resident(tile, device_id), sm_count(device_id), 4,
+                                     depth=depth)
+    pads = 0 < x3_copies(A, B)[1] < modelled * (1 / X3_MISALIGNED_RATE - 1)
+    laid = [_layout(x, axis) for x, axis in ((A, 0), (B, 1))]
+    pad_a, pad_b = (pads and not _lines_aligned(x, ld) for x, _, ld in laid)
+    copy_a, copy_b = pad_a or laid[0][0] is not A, pad_b or laid[1][0] is not B
 
     def operands(A, B):  # (the copies must outlive the launches that read them: the caller holds them)
-        return aligned_operand(A, 0) if copy_a else A, aligned_operand(B, 1) if copy_b else B
+        a = (aligned_operand(A, 0) if pad_a else _layout(A, 0)[0]) if copy_a else A
+        b = (aligned_operand(B, 1) if pad_b else _layout(B, 1)[0]) if copy_b else B
+        return a, b
 
+    (a, a_kc, lda), (b, b_kc, ldb) = (_layout(x, axis) for x, axis in zip(operands(A, B), (0, 1)))
+    step_a, step_b = (depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb)) if splits > 1 else (0, 0)
+    aligned = _lines_aligned(a, lda) and _lines_aligned(b, ldb) and step_a % 4 == 0 and step_b % 4 == 0
+    fn = kernel(FAMILY, tile.expression("float", a_kc, b_kc, aligned), mma_instantiations(tile, "float32"))
+    grid, block, smem = -(-m // tile.bm) * -(-n // tile.bn), (tile.threads,), tile.shared_bytes(4)
     if splits == 1:
         def run(A, B, out):
             a, b = operands(A, B)
-            launch(fn, (grid,), block, (a.data.ptr, b.data.ptr, out.data.ptr, m, n, k, lda, ldb, 0, 0),
+            launch(fn, (grid,), block, (a.data.ptr, b.data.ptr, out.data.ptr, m, n, k, lda, ldb, 0, 0, k),
                    shared_mem=smem)
         return run
-    step_a, step_b = depth * (1 if a_kc else lda), depth * (1 if b_kc else ldb)
-    last, k_last, add = splits - 1, k - (splits - 1) * depth, partials_adder(out, splits)
+    k_last, add = k - (splits - 1) * depth, partials_adder(out, splits)
 
-    def run_split(A, B, out):
-        copies = operands(A, B)
-        a, b = (x.data.ptr for x in copies)
-        partials = workspace(splits * size)[0]
-        launch(fn, (grid, 1, last), block, (a, b, partials, m, n, depth, lda, ldb, step_a, step_b), shared_mem=smem)
-        launch(fn, (grid,), block, (a + last * step_a * item, b + last * step_b * item, partials + last * size, m, n,
-                                    k_last, lda, ldb, 0, 0), shared_mem=smem)
+    def run_split(A, B, out):  # the runs as one batch of products, the last one k_last deep
+        a, b = operands(A, B)
+        partials = workspace(splits * m * n * 4)[0]
+        launch(fn, (grid, 1, splits), block, (a.data.ptr, b.data.ptr, partials, m, n, depth, lda, ldb, step_a, step_b,
+                                              k_last), shared_mem=smem)
         add(out.data.ptr, partials)
     return run_split
 

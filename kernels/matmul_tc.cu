@@ -6,7 +6,8 @@
 // The contract of every kernel here: C = A @ B with A m x k, B k x n, C m x n C-contiguous in T (rounded once from
 // the float32 sums). A_KC: A(i, p) = A[i * lda + p] (C-order A), else A[p * lda + i]. B_KC: B(p, j) = B[j * ldb + p]
 // (F-order B), else B[p * ldb + j]. Product z = blockIdx.z reads A + z * batch_a and B + z * batch_b (0: one operand
-// broadcast over the batch) and writes C + z * m * n. Offsets are 64-bit; any m, n, k >= 1.
+// broadcast over the batch) and writes C + z * m * n; matmul_tc_mma's last product (z = gridDim.z - 1) is k_last
+// deep (a split of k whose last run is shorter), the others k. Offsets are 64-bit; any m, n, k >= 1.
 #include "common.cuh"
 #include "half.cuh"
 
@@ -228,6 +229,10 @@ __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int by
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src) {  // all 16 bytes exist
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
+// 4 bytes (one float32) at a time, for operands whose lines do not start on 16 bytes (.ca: the 16-byte .cg form only).
+__device__ __forceinline__ void cp_async4(unsigned dst, const void* src, int bytes) {  // bytes 0: zero-filled
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
@@ -359,6 +364,55 @@ struct AsyncLoader {
             k_room -= BK;
         }
     }
+};
+
+// AsyncLoader's work for operands whose lines need not start on 16 bytes (any base, any ld; 4-byte T): one element
+// per cp.async, the threads laid along the lines so that a warp's copies are consecutive elements (coalesced). Each
+// thread keeps one element position of the line and steps over lines LINE_STEP apart.
+template <typename T, int ROWS, int BK, bool KC, int THREADS>
+struct ElementLoader {
+    typedef SwizzledTile<T, ROWS, BK, KC> Tile;
+    static constexpr int V = Tile::V, WIDTH = KC ? BK : ROWS, LINE_STEP = THREADS / WIDTH;
+    static constexpr int COPIES = Tile::LINES / LINE_STEP;
+    static_assert(sizeof(T) == 4 && THREADS % WIDTH == 0 && COPIES * LINE_STEP == Tile::LINES, "whole passes");
+    const T* const base;
+    const T* src;          // this thread's element in its first line of the next slice
+    const index_t step;    // elements from one of its lines to the next (LINE_STEP lines)
+    const int line0, elem;
+    const int row_room;    // KC: rows of the operand from this thread's first line on; else from its element on
+    int k_room;            // KC: depth of the next slice from this thread's element on; else from its first line
+
+    __device__ __forceinline__ ElementLoader(const T* p, index_t ld, int row0, int rows, int k, int tid)
+        : base(p),
+          src(KC ? p + (index_t)(row0 + tid / WIDTH) * ld + tid % WIDTH
+                 : p + (index_t)(tid / WIDTH) * ld + row0 + tid % WIDTH),
+          step(LINE_STEP * ld), line0(tid / WIDTH), elem(tid % WIDTH),
+          row_room(KC ? rows - row0 - tid / WIDTH : rows - row0 - tid % WIDTH),
+          k_room(KC ? k - tid % WIDTH : k - tid / WIDTH) {}
+
+    template <bool WHOLE>
+    __device__ __forceinline__ void load(unsigned slot, int part, int parts) {
+        const T* p = src + part * step;
+        const bool elem_in = (KC ? k_room : row_room) > 0;
+        const int lines = KC ? row_room : k_room;
+        const unsigned within = elem % V * 4;
+#pragma unroll
+        for (int j = part; j < COPIES; j += parts, p += parts * step) {
+            const bool here = WHOLE || (elem_in && lines > j * LINE_STEP);
+            cp_async4(slot + Tile::offset(line0 + j * LINE_STEP, elem / V) + within, here ? p : base, here ? 4 : 0);
+        }
+        if (part == parts - 1) {
+            src += KC ? (index_t)BK : COPIES * step;  // (not KC: BK = COPIES * LINE_STEP lines)
+            k_room -= BK;
+        }
+    }
+};
+
+template <bool ALIGNED, typename T, int ROWS, int BK, bool KC, int THREADS> struct Loader {
+    typedef AsyncLoader<T, ROWS, BK, KC, THREADS> type;
+};
+template <typename T, int ROWS, int BK, bool KC, int THREADS> struct Loader<false, T, ROWS, BK, KC, THREADS> {
+    typedef ElementLoader<T, ROWS, BK, KC, THREADS> type;
 };
 
 template <bool B> struct TcBool { static constexpr bool value = B; };
@@ -558,11 +612,12 @@ struct TcShared {
 
 // The Ampere tensor-core kernel: BM x BN block tiles, BK-deep slices in a STAGES-slot cp.async ring (tc_main_loop),
 // each warp a WM x WN tile of m16n8 accumulators; C leaves through shared memory in 16-byte row chunks. X3: float32
-// as three TF32 products (mma_x3), summed a slice at a time.
-template <typename T, bool A_KC, bool B_KC, int BM, int BN, int BK, int WM, int WN, int STAGES, bool X3 = false>
+// as three TF32 products (mma_x3), summed a slice at a time. ALIGNED = false: ElementLoader's copies (any alignment).
+template <typename T, bool A_KC, bool B_KC, int BM, int BN, int BK, int WM, int WN, int STAGES, bool X3 = false,
+          bool ALIGNED = true>
 __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)  // 1: else ptxas trades registers for spills
     matmul_tc_mma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int m, int n, int k,
-                  index_t lda, index_t ldb, index_t batch_a, index_t batch_b) {
+                  index_t lda, index_t ldb, index_t batch_a, index_t batch_b, int k_last) {
 #if __CUDA_ARCH__ >= 800
     constexpr int THREADS = BM / WM * (BN / WN) * 32, FM = WM / 16, FN = WN / 8, STEPS = BK / Mma<T>::K;
     static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % Mma<T>::K == 0 && STAGES >= 3, "tile shape");
@@ -576,13 +631,14 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)  // 1: else ptxas
     const unsigned sa = smem_u32(tc_slices), sb = sa + STAGES * TileA::BYTES;
 
     tc_batch_offsets(A, B, C, m, n, batch_a, batch_b);
+    if (blockIdx.z == gridDim.z - 1) k = k_last;
     int m0, n0;
     tc_tile_origin(m, n, BM, BN, BN >= 2 * BM ? 16 : 8, m0, n0);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wm = warp / (BN / WN) * WM, wn = warp % (BN / WN) * WN;
     const Reader rd(wm, wn, lane);
-    AsyncLoader<T, BM, BK, A_KC, THREADS> la(A, lda, m0, m, k, tid);
-    AsyncLoader<T, BN, BK, B_KC, THREADS> lb(B, ldb, n0, n, k, tid);
+    typename Loader<ALIGNED, T, BM, BK, A_KC, THREADS>::type la(A, lda, m0, m, k, tid);
+    typename Loader<ALIGNED, T, BN, BK, B_KC, THREADS>::type lb(B, ldb, n0, n, k, tid);
 
     const int slices = (k + BK - 1) / BK;
 #pragma unroll

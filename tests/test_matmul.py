@@ -329,7 +329,7 @@ def test_x3_tiles_are_planned_for_one_fp32_product_where_offered(monkeypatch):
         for m, n, k in [(4096, 4096, 4096), (4787, 2579, 911), (1009, 283, 1213), (143, 106, 219950), (512, 512, 512),
                         (2048, 2048, 65), (2048, 2048, 64), (512, 768, 1000), (768, 768, 700)]:
             for count in (1, 8):
-                tile, splits, depth = mm.plan(0, f32, m, n, k, count, vectors=True, x3=0.0)
+                tile, splits, depth = mm.plan(0, f32, m, n, k, count, vectors=True, x3=(0.0, 0.0))
                 if tile in matmul_tc.X3_TILES:
                     taken += 1
                     assert count == 1 and k > _tune.SMALL_K, (m, n, k, count)
@@ -337,16 +337,19 @@ def test_x3_tiles_are_planned_for_one_fp32_product_where_offered(monkeypatch):
                     assert -(-m // tile.bm) * -(-n // tile.bn) >= matmul_tc.X3_MIN_TILES, (m, n, k)
                 assert mm.plan(0, f32, m, n, k, count, vectors=True)[0] not in matmul_tc.X3_TILES
         assert taken > 0
-        assert mm.plan(0, f32, 4096, 4096, 4096, vectors=True, x3=0.0)[0] in matmul_tc.X3_TILES
-        assert mm.plan(0, f32, 4787, 2579, 911, vectors=True, x3=0.0)[0] in matmul_tc.X3_TILES
-        assert mm.plan(0, f32, 512, 512, 512, vectors=True, x3=0.0)[0] not in matmul_tc.X3_TILES
-        assert mm.plan(0, f32, 81, 93, 1004304, vectors=True, x3=0.0)[0] not in matmul_tc.X3_TILES  # (0.75x)
-        assert mm.plan(0, f32, 4787, 2579, 911, vectors=True, x3=1.0)[0] not in matmul_tc.X3_TILES  # (copies)
-        assert mm.plan(0, f64, 4096, 4096, 4096, pipelined=False, vectors=True, x3=0.0)[0] not in matmul_tc.X3_TILES
+        assert mm.plan(0, f32, 4096, 4096, 4096, vectors=True, x3=(0.0, 0.0))[0] in matmul_tc.X3_TILES
+        assert mm.plan(0, f32, 4787, 2579, 911, vectors=True, x3=(0.0, 0.0))[0] in matmul_tc.X3_TILES
+        assert mm.plan(0, f32, 512, 512, 512, vectors=True, x3=(0.0, 0.0))[0] not in matmul_tc.X3_TILES
+        assert mm.plan(0, f32, 81, 93, 1004304, vectors=True, x3=(0.0, 0.0))[0] not in matmul_tc.X3_TILES  # (0.75x)
+        assert mm.plan(0, f32, 4787, 2579, 911, vectors=True, x3=(1.0, 0.0))[0] not in matmul_tc.X3_TILES  # (copies)
+        # lines off 16 bytes whose padded copies would cost 1 s: the misaligned build's slowdown instead
+        assert mm.plan(0, f32, 4787, 2579, 911, vectors=True, x3=(0.0, 1.0))[0] in matmul_tc.X3_TILES
+        assert mm.plan(0, f64, 4096, 4096, 4096, pipelined=False, vectors=True,
+                       x3=(0.0, 0.0))[0] not in matmul_tc.X3_TILES
         for cc in (75, 86, 89):  # (no TF32, or TF32 at about the FP32 rate)
             monkeypatch.setattr(mm, "_compute_capability", lambda device_id, cc=cc: cc)
             mm._plan.cache_clear()
-            assert mm.plan(0, f32, 4096, 4096, 4096, vectors=True, x3=0.0)[0] not in matmul_tc.X3_TILES, cc
+            assert mm.plan(0, f32, 4096, 4096, 4096, vectors=True, x3=(0.0, 0.0))[0] not in matmul_tc.X3_TILES, cc
     finally:
         mm._plan.cache_clear()
 

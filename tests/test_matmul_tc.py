@@ -213,8 +213,9 @@ def test_float32_as_three_tf32_products_keeps_to_the_float32_bound(cc):
 
 @pytest.mark.gpu
 def test_x3_launches_whole_and_split_in_place_and_copied(cc):
-    """The fast variant's X3 launches: k whole and split (the last run shorter), operands read in place and copied
-    (misaligned), the launcher built once and called again on fresh operands of the same geometry."""
+    """The fast variant's X3 launches: k whole and split (the last run shorter), operands read in place (aligned, or
+    lines off 16 bytes in every layout: the 4-byte-copy build) and copied (no unit stride), the launcher built once
+    and called again on fresh operands of the same geometry."""
     _skip_unsupported("mma_sync", "float32", cc)
     from cudakit import _tune
 
@@ -223,7 +224,8 @@ def test_x3_launches_whole_and_split_in_place_and_copied(cc):
         for (m, k, n), wanted in [((2 * tile.bm + 3, 1000, tile.bn + 5), 1), ((tile.bm + 1, 1001, 2 * tile.bn), 3),
                                   ((70, 5003, 66), 7)]:
             splits, depth = _tune.split_depth(k, wanted, tile.bk)
-            for oa, ob in [("C", "C"), ("T", "T"), ("offset", "C"), ("C", "offsetF")]:
+            for oa, ob in [("C", "C"), ("T", "T"), ("offset", "C"), ("C", "offsetF"), ("offsetF", "offset"),
+                           ("strided", "T")]:
                 run = None
                 for _ in range(2):
                     A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)

@@ -308,7 +308,8 @@ def tensor_cores(small: bool) -> int:
 
 
 def x3_tiles(small: bool) -> int:
-    """The X3 tiles (float32 as three TF32 products), whole and split, in place and copied, over partial tiles."""
+    """The X3 tiles (float32 as three TF32 products), whole and split, over partial tiles: aligned, misaligned (read
+    in place by 4-byte copies) and strided (copied) operands."""
     if int(cupy.cuda.Device().compute_capability) < 80:
         return 0
     from cudakit import matmul_tc
@@ -318,9 +319,9 @@ def x3_tiles(small: bool) -> int:
         for (m, k, n), wanted in [((tile.bm + 3, 3 * tile.bk + 5, tile.bn + 1), 1), ((tile.bm - 5, 301, tile.bn + 9), 3)]:
             splits, depth = _tune.split_depth(k, wanted, tile.bk)
             for oa, ob in (("C", "C"), ("F", "F"), ("C", "F")):
-                for offset in (0, 1):  # 1: rows start off 16 bytes, copied
+                for offset in (0, 1, 2):  # 1: rows start off 16 bytes, read in place; 2: strided, copied
                     a = rand((m + offset, k + offset), np.float32, oa)[offset:, offset:]
-                    b = rand((k, n), np.float32, ob)
+                    b = rand((k, n), np.float32, ob) if offset < 2 else rand((k, 2 * n), np.float32, ob)[:, ::2]
                     out = cupy.empty((m, n), np.float32)
                     matmul_tc.x3_launcher(a, b, out, tile, splits, depth)(a, b, out)
                     _check.verify("matmul", "x3", out, a, b, np.float32, k)

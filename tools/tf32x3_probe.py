@@ -2,7 +2,10 @@
 products head·head + head·tail + tail·head summed a slice at a time into float32): the fast variant with the X3 tiles
 planned, against the same without them (its register tiles) and cuBLAS SGEMM; error against float64.
 
-    python3 tools/tf32x3_probe.py [--shapes MxKxN[:ORDER] ...]
+    python3 tools/tf32x3_probe.py [--shapes MxKxN[:ORDER] ...] [--per-call] [--aligned]
+
+--aligned: also the X3 kernel alone (the planned X3 tile and split, or X3_TILES[0] whole) on the operands as they
+are (misaligned lines: the 4-byte-copy build) against the same on padded copies made beforehand (the 16-byte build).
 
 ORDER: A's and B's order (C or F each, default CC). Errors are ||out - ref|| / || |A| @ |B| || (the checked
 bound's scale), inputs uniform in [0.5, 1.5) as the tests draw them (all positive: a rounding bias adds up).
@@ -46,6 +49,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", nargs="*", default=SHAPES)
     p.add_argument("--per-call", action="store_true", help="also the per-call times (host time included)")
+    p.add_argument("--aligned", action="store_true", help="also the X3 kernel on misaligned and padded operands")
     args = p.parse_args()
     mm = importlib.import_module("cudakit.matmul")
     device = cupy.cuda.runtime.getDevice()
@@ -59,7 +63,7 @@ def main():
         B = random_array((k, n), np.float32, order[1])
         out = cupy.empty((m, n), np.float32)
         vectors = mm.reads_vectors(A, B) or min(m, n) >= mm.PAD_MIN_DIM  # (as the route plans)
-        tile, splits, _ = mm.plan(device, np.float32, m, n, k, vectors=vectors, x3=matmul_tc.copy_seconds(A, B))
+        tile, splits, depth = mm.plan(device, np.float32, m, n, k, vectors=vectors, x3=matmul_tc.x3_copies(A, B))
         t_s = median_us(lambda: cupy.matmul(A, B))
         t_simt = fast(A, B, out, False)
         t_x3 = fast(A, B, out, True)
@@ -72,6 +76,17 @@ def main():
             t_simt, t_x3 = fast(A, B, out, False, True), fast(A, B, out, True, True)
             print(f"{'per call':>59} {t_s:9.1f} {t_simt:8.1f} {t_x3:8.1f} {t_s / t_x3:7.2f} {t_simt / t_x3:6.2f}",
                   flush=True)
+        if args.aligned:
+            x3_tile, x3_splits, x3_depth = (tile, splits, depth) if tile in matmul_tc.X3_TILES else \
+                (matmul_tc.X3_TILES[0], 1, k)
+            a, b = mm.aligned_operand(A, 0), mm.aligned_operand(B, 1)
+            run_in = matmul_tc.x3_launcher(A, B, out, x3_tile, x3_splits, x3_depth)
+            run_pad = matmul_tc.x3_launcher(a, b, out, x3_tile, x3_splits, x3_depth)
+            t_in, t_pad = median_us(lambda: run_in(A, B, out)), median_us(lambda: run_pad(a, b, out))
+            t_copy = median_us(lambda: (mm.aligned_operand(A, 0), mm.aligned_operand(B, 1)))
+            print(f"{'x3 kernel: in place / padded, copies':>59} {x3_tile.name + ' /' + str(x3_splits):>34}"
+                  f" {t_in:8.1f} {t_pad:8.1f} {t_pad / t_in:6.2f} {t_copy:8.1f} aligned in place: "
+                  f"{mm.reads_vectors(A, B)}", flush=True)
         A = B = out = None
         cupy.get_default_memory_pool().free_all_blocks()
 
