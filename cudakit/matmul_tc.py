@@ -267,7 +267,6 @@ def resident(tile: TcTile, device_id: int) -> int:
 
 
 X3_MIN_DEPTH = 256  # the least k a split's run takes: shorter runs spend most of their time filling the pipeline
-X3_MIN_TILES = 64  # the least tiles of C: on fewer, splits of k and padded tiles lost to the register tiles
 X3_MARGIN = 1.05  # the planner takes them only where its model has them this much faster (it overrated narrow wins)
 # Where TF32 products run several times the FP32 rate (A100, H100): on sm_86 / sm_89 parts the tensor cores' TF32 rate
 # is about the FP32 one, and three products would lose.
@@ -276,14 +275,13 @@ X3_ARCHS = (80, 90)
 
 def x3_offered(dtype, m: int, n: int, k: int, count: int, cc: int) -> tuple[TcTile, ...]:
     """The X3 tiles matmul._plan weighs for `count` m x k x n products of `dtype` on an sm_`cc` GPU: one float32
-    product with k past _tune.SMALL_K and sides within int, on X3_ARCHS; those with X3_MIN_TILES tiles of C or
-    more."""
+    product with k past _tune.SMALL_K and sides within int, on X3_ARCHS."""
     from . import _tune
 
     if np.dtype(dtype) != np.float32 or count != 1 or k <= _tune.SMALL_K or max(m, n, k) > MAX_DIM or \
             cc not in X3_ARCHS:
         return ()
-    return tuple(t for t in X3_TILES if -(-m // t.bm) * -(-n // t.bn) >= X3_MIN_TILES)
+    return X3_TILES
 
 
 def x3_seconds(modelled: float, copies: tuple[float, float], splits: int, depth: int) -> float:
