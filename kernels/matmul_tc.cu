@@ -368,17 +368,22 @@ struct AsyncLoader {
 
 // AsyncLoader's work for operands whose lines need not start on 16 bytes (any base, any ld; 4-byte T): one element
 // per cp.async, the threads laid along the lines so that a warp's copies are consecutive elements (coalesced). Each
-// thread keeps one element position of the line and steps over lines LINE_STEP apart.
+// thread keeps one element position of the line and steps over lines LINE_STEP apart; where LINE_STEP is a whole
+// number of the swizzle's periods (8 lines, 4 for SCALAR tiles) its shared offsets are one offset plus multiples of
+// JUMP, else each is computed.
 template <typename T, int ROWS, int BK, bool KC, int THREADS>
 struct ElementLoader {
     typedef SwizzledTile<T, ROWS, BK, KC> Tile;
     static constexpr int V = Tile::V, WIDTH = KC ? BK : ROWS, LINE_STEP = THREADS / WIDTH;
     static constexpr int COPIES = Tile::LINES / LINE_STEP;
+    static constexpr bool PERIODIC = LINE_STEP % (Tile::SCALAR ? 4 : 8) == 0;
+    static constexpr unsigned JUMP = LINE_STEP * Tile::CHUNKS * 16;
     static_assert(sizeof(T) == 4 && THREADS % WIDTH == 0 && COPIES * LINE_STEP == Tile::LINES, "whole passes");
     const T* const base;
     const T* src;          // this thread's element in its first line of the next slice
     const index_t step;    // elements from one of its lines to the next (LINE_STEP lines)
     const int line0, elem;
+    const unsigned soff;   // byte offset of its first copy in a slot
     const int row_room;    // KC: rows of the operand from this thread's first line on; else from its element on
     int k_room;            // KC: depth of the next slice from this thread's element on; else from its first line
 
@@ -387,6 +392,7 @@ struct ElementLoader {
           src(KC ? p + (index_t)(row0 + tid / WIDTH) * ld + tid % WIDTH
                  : p + (index_t)(tid / WIDTH) * ld + row0 + tid % WIDTH),
           step(LINE_STEP * ld), line0(tid / WIDTH), elem(tid % WIDTH),
+          soff(Tile::offset(tid / WIDTH, tid % WIDTH / V) + tid % WIDTH % V * 4),
           row_room(KC ? rows - row0 - tid / WIDTH : rows - row0 - tid % WIDTH),
           k_room(KC ? k - tid % WIDTH : k - tid / WIDTH) {}
 
@@ -395,11 +401,12 @@ struct ElementLoader {
         const T* p = src + part * step;
         const bool elem_in = (KC ? k_room : row_room) > 0;
         const int lines = KC ? row_room : k_room;
-        const unsigned within = elem % V * 4;
 #pragma unroll
         for (int j = part; j < COPIES; j += parts, p += parts * step) {
             const bool here = WHOLE || (elem_in && lines > j * LINE_STEP);
-            cp_async4(slot + Tile::offset(line0 + j * LINE_STEP, elem / V) + within, here ? p : base, here ? 4 : 0);
+            const unsigned dst = PERIODIC ? soff + j * JUMP
+                                          : Tile::offset(line0 + j * LINE_STEP, elem / V) + elem % V * 4;
+            cp_async4(slot + dst, here ? p : base, here ? 4 : 0);
         }
         if (part == parts - 1) {
             src += KC ? (index_t)BK : COPIES * step;  // (not KC: BK = COPIES * LINE_STEP lines)
