@@ -109,6 +109,9 @@ SHORT_K_F64_BATCH = 16
 # and larger C were faster on the tiles; docs/NOTES.md, "FP32 k of 32 to 47").
 SHORT_K_F32 = 31
 SHORT_K_F32_MID, SHORT_K_F32_MID_C = 47, (1 << 20, 48 << 20)
+# Batches of FP32 products at most SHORT_K_F32_BATCH deep whose C is past the small kernel's limits and both its sides
+# past _tune.NARROW_SIDE take the short-k tiles too (0: none)
+SHORT_K_F32_BATCH = SHORT_K_F32
 SHORT_K_TILE = (32, 64)
 # FP32's short-k tiles: more of C per block stores it faster; of the two, the one that pads C least, the wider on a
 # tie (docs/NOTES.md, "FP32 short k on wider tiles").
@@ -155,9 +158,12 @@ def small_expression(dtype, tile: tuple[int, int]) -> str:
 def small_tile(m: int, n: int, k: int, itemsize: int = 4) -> tuple[int, int] | None:
     """The C tile of the small-product kernel for a batch of m x k x n products, or None where the register tiles
     serve. The tile with the least padded C wins, each output weighed by its thread's shared-memory reads per
-    multiply-add (a read of B for its OUT outputs besides theirs of A: 1 + 1 / OUT); then the larger tile."""
+    multiply-add (a read of B for its OUT outputs besides theirs of A: 1 + 1 / OUT); then the larger tile. Past its
+    limits, a short k still takes it, on the short-k tiles (SHORT_K_F64_BATCH, SHORT_K_F32_BATCH)."""
     if k > SMALL_MAX_K or m * n > SMALL_MAX_C or m * n * k > SMALL_MAX_MACS:
-        return SHORT_K_TILE if itemsize == 8 and k <= SHORT_K_F64_BATCH else None
+        if itemsize == 8:
+            return SHORT_K_TILE if k <= SHORT_K_F64_BATCH else None
+        return short_k_tile(4, m, n) if k <= SHORT_K_F32_BATCH and min(m, n) > mm._tune.NARROW_SIDE else None
 
     def cost(tile):
         out = tile[0] * tile[1] // SMALL_THREADS

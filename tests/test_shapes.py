@@ -533,7 +533,7 @@ def test_float32_products_on_the_wide_tile(shapes, monkeypatch):
 
 SMALL_BATCHES = [(40, 32, 32, 32), (7, 1, 3, 149), (9, 8, 2, 264), (5, 29, 7, 246), (6, 43, 64, 4), (3, 300, 17, 1),
                  (4, 64, 30, 64), (3, 60, 20, 100), (2, 17, 33, 200), (5, 110, 16, 70), (3, 16, 20, 60),
-                 (4, 120, 40, 7), (6, 64, 24, 32)]
+                 (4, 120, 40, 7), (6, 64, 24, 32), (3, 70, 9, 131), (2, 130, 5, 257)]
 
 
 @pytest.mark.gpu
@@ -806,7 +806,9 @@ def test_the_small_kernel_takes_short_k_and_small_c_and_pads_c_least():
     assert _matmul_batch.small_tile(64, 64, 33) is None  # more multiply-adds than SMALL_MAX_MACS
     assert _matmul_batch.small_tile(17, 200, 33) == (8, 128)  # (16, 64) pads less, but reads shared memory more an FMA
     assert _matmul_batch.small_tile(64, 64, 65) is None
-    assert _matmul_batch.small_tile(64, 129, 8) is None
+    assert _matmul_batch.small_tile(64, 129, 8) == (64, 64)  # past SMALL_MAX_C, a short k: the short-k tile ...
+    assert _matmul_batch.small_tile(64, 129, _matmul_batch.SHORT_K_F32_BATCH + 1) is None  # ... up to its depth
+    assert _matmul_batch.small_tile(_tune.NARROW_SIDE, 9000, 8) is None  # ... for a C past NARROW_SIDE on both sides
     assert _matmul_batch.small_tile(512, 512, 512) is None
 
 
