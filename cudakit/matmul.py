@@ -195,18 +195,17 @@ def uses_stream_k(tile: Tile) -> bool:
 
 
 def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1, pipelined: bool = True,
-         vectors: bool = False, x3: tuple[float, float] | None = None) -> tuple[Tile, int, int]:
+         vectors: bool = False, x3: tuple | None = None) -> tuple[Tile, int, int]:
     """_plan for the tiles tuned now (a new tuning replans); pipelined=False leaves the pipelined DMMA tiles out;
     vectors: the tiles read A and B with 16-byte loads (reads_vectors, or a padded copy); x3: the seconds of the
-    copies matmul_tc's X3 tiles may make (x3_copies), or None where they are not weighed."""
+    copies matmul_tc's X3 tiles may make (x3_copies: a pair), or None where they are not weighed."""
     dtype = np.dtype(dtype)
     return _plan(_tune.tiles(device_id, dtype), device_id, dtype, m, n, k, count, pipelined, vectors, x3)
 
 
 @functools.lru_cache(maxsize=4096)
 def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int, count: int,
-          pipelined: bool = True, vectors: bool = False,
-          x3: tuple[float, float] | None = None) -> tuple[Tile, int, int]:
+          pipelined: bool = True, vectors: bool = False, x3: tuple | None = None) -> tuple[Tile, int, int]:
     """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64 tile
     between them; for a short k, the tile with the most blocks per SM alone, or beside it _tune.WIDE_TILE where
     _wide_takes; for FP64 that _dmma.planned, its tiles alone, k whole; that _dmma.split_planned, _dmma.split_plan's

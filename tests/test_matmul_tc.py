@@ -236,6 +236,35 @@ def test_x3_launches_whole_and_split_in_place_and_copied(cc):
 
 
 @pytest.mark.gpu
+def test_x3_pads_lines_off_16_bytes_where_the_copy_costs_less(cc, monkeypatch):
+    """Where x3_seconds has a padded copy cheaper than the misaligned build (forced: a rate of 0.01 makes that build
+    100x slower in the model), the launcher pads the misaligned operands on every call and runs the aligned build:
+    k whole and split, A, B or both off 16 bytes."""
+    _skip_unsupported("mma_sync", "float32", cc)
+    import importlib
+
+    from cudakit import _tune
+
+    mm = importlib.import_module("cudakit.matmul")  # (cudakit.matmul is the function)
+    padded, pad = [], mm.aligned_operand
+    monkeypatch.setattr(matmul_tc, "X3_MISALIGNED_RATE", 0.01)
+    monkeypatch.setattr(mm, "aligned_operand", lambda x, axis: padded.append(axis) or pad(x, axis))
+    dtype = np.dtype(np.float32)
+    tile = matmul_tc.X3_TILES[0]
+    for (m, k, n), wanted in [((2 * tile.bm + 3, 1000, tile.bn + 5), 1), ((tile.bm + 1, 1001, 2 * tile.bn), 3)]:
+        splits, depth = _tune.split_depth(k, wanted, tile.bk)
+        for oa, ob in [("offset", "C"), ("T", "offsetF"), ("offsetF", "offset")]:
+            run, padded[:] = None, []
+            for _ in range(2):
+                A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)
+                out = poisoned((m, n), dtype)
+                run = run or matmul_tc.x3_launcher(A, B, out, tile, splits, depth)
+                run(A, B, out)
+                _float32_bound(out, A, B, f"padded {oa}/{ob} {m}x{k}x{n} in {splits} runs of {depth}")
+            assert padded, f"{oa}/{ob} {m}x{k}x{n}: nothing padded"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", NAMES)
 def test_odd_large_shape(cc, name):
     _skip_unsupported("mma_sync", name, cc)
