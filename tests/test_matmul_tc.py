@@ -222,7 +222,7 @@ def test_x3_launches_whole_and_split_in_place_and_copied(cc):
     dtype = np.dtype(np.float32)
     for tile in matmul_tc.X3_TILES:
         for (m, k, n), wanted in [((2 * tile.bm + 3, 1000, tile.bn + 5), 1), ((tile.bm + 1, 1001, 2 * tile.bn), 3),
-                                  ((70, 5003, 66), 7)]:
+                                  ((70, 5003, 66), 7), ((2 * tile.bm + 4, 1008, tile.bn + 4), 3)]:  # (last: aligned)
             splits, depth = _tune.split_depth(k, wanted, tile.bk)
             for oa, ob in [("C", "C"), ("T", "T"), ("offset", "C"), ("C", "offsetF"), ("offsetF", "offset"),
                            ("strided", "T")]:
@@ -254,14 +254,15 @@ def test_x3_pads_lines_off_16_bytes_where_the_copy_costs_less(cc, monkeypatch):
     for (m, k, n), wanted in [((2 * tile.bm + 3, 1000, tile.bn + 5), 1), ((tile.bm + 1, 1001, 2 * tile.bn), 3)]:
         splits, depth = _tune.split_depth(k, wanted, tile.bk)
         for oa, ob in [("offset", "C"), ("T", "offsetF"), ("offsetF", "offset")]:
-            run, padded[:] = None, []
+            run = None
             for _ in range(2):
                 A, B = _operand((m, k), dtype, oa), _operand((k, n), dtype, ob)
                 out = poisoned((m, n), dtype)
                 run = run or matmul_tc.x3_launcher(A, B, out, tile, splits, depth)
+                padded[:] = []  # (building the launcher pads once too)
                 run(A, B, out)
+                assert padded, f"{oa}/{ob} {m}x{k}x{n}: a call padded nothing"
                 _float32_bound(out, A, B, f"padded {oa}/{ob} {m}x{k}x{n} in {splits} runs of {depth}")
-            assert padded, f"{oa}/{ob} {m}x{k}x{n}: nothing padded"
 
 
 @pytest.mark.gpu

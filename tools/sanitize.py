@@ -308,18 +308,20 @@ def tensor_cores(small: bool) -> int:
 
 
 def x3_tiles(small: bool) -> int:
-    """The X3 tiles (float32 as three TF32 products), whole and split, over partial tiles: aligned, misaligned (read
-    in place by 4-byte copies) and strided (copied) operands."""
+    """The X3 tiles (float32 as three TF32 products), whole and split, over partial tiles and slices: offset 0 reads
+    every line on 16 bytes (the aligned build), offset 1 none (the misaligned build, in place), offset 2 an A two
+    elements off and a B of every other column (C order: copied; F order: read in place, lines twice as far apart)."""
     if int(cupy.cuda.Device().compute_capability) < 80:
         return 0
     from cudakit import matmul_tc
 
     runs = 0
     for tile in matmul_tc.X3_TILES:
-        for (m, k, n), wanted in [((tile.bm + 3, 3 * tile.bk + 5, tile.bn + 1), 1), ((tile.bm - 5, 301, tile.bn + 9), 3)]:
+        for (m, k, n), wanted in [((tile.bm + 4, 3 * tile.bk + 4, tile.bn + 4), 1),
+                                  ((tile.bm - 4, 304, tile.bn + 8), 3)]:
             splits, depth = _tune.split_depth(k, wanted, tile.bk)
             for oa, ob in (("C", "C"), ("F", "F"), ("C", "F")):
-                for offset in (0, 1, 2):  # 1: rows start off 16 bytes, read in place; 2: strided, copied
+                for offset in (0, 1, 2):
                     a = rand((m + offset, k + offset), np.float32, oa)[offset:, offset:]
                     b = rand((k, n), np.float32, ob) if offset < 2 else rand((k, 2 * n), np.float32, ob)[:, ::2]
                     out = cupy.empty((m, n), np.float32)
