@@ -274,12 +274,11 @@ X3_ARCHS = (80, 90)
 
 
 def x3_offered(dtype, m: int, n: int, k: int, count: int, cc: int) -> tuple[TcTile, ...]:
-    """The X3 tiles matmul._plan weighs for `count` m x k x n products of `dtype` on an sm_`cc` GPU: one float32
-    product with k past _tune.SMALL_K and sides within int, on X3_ARCHS."""
+    """The X3 tiles matmul._plan weighs for `count` m x k x n products of `dtype` on an sm_`cc` GPU: float32 products
+    with k past _tune.SMALL_K and sides within int, on X3_ARCHS."""
     from . import _tune
 
-    if np.dtype(dtype) != np.float32 or count != 1 or k <= _tune.SMALL_K or max(m, n, k) > MAX_DIM or \
-            cc not in X3_ARCHS:
+    if np.dtype(dtype) != np.float32 or k <= _tune.SMALL_K or max(m, n, k) > MAX_DIM or cc not in X3_ARCHS:
         return ()
     return X3_TILES
 
@@ -367,6 +366,35 @@ def x3_launcher(A, B, out, tile: TcTile, splits: int = 1, depth: int = 0):
                                               k_last), shared_mem=smem)
         add(out.data.ptr, partials)
     return run_split
+
+
+def x3_batch_copies(a0, b0, steps: tuple[int, int]) -> tuple[float, float]:
+    """x3_copies for a batch read in place (matmul's batch route): no copy; lines or steps off 16 bytes are read by the
+    misaligned build (a padded copy of the whole batch is never modelled cheaper)."""
+    from .matmul import _layout
+
+    aligned = all(_lines_aligned(x, ld) for x, _, ld in (_layout(a0, 0), _layout(b0, 1)))
+    return 0.0, 0.0 if aligned and all(step % 4 == 0 for step in steps) else math.inf
+
+
+def x3_batch_launches(tile: TcTile, a0, b0, c_ptr: int, count: int, steps: tuple[int, int]) -> list:
+    """The launches of `count` float32 products on an X3 tile, k whole: a0 and b0 the first product's operands, read
+    in place, `steps` the elements between consecutive products' A and B (C's products lie one after the other)."""
+    from .matmul import _layout
+
+    (a, a_kc, lda), (b, b_kc, ldb) = _layout(a0, 0), _layout(b0, 1)
+    assert a is a0 and b is b0, "a batch's operands are read in place"
+    m, k = a0.shape
+    n = b0.shape[1]
+    aligned = x3_batch_copies(a0, b0, steps)[1] == 0
+    fn = kernel(FAMILY, tile.expression("float", a_kc, b_kc, aligned), mma_instantiations(tile, "float32"))
+    grid, launches = -(-m // tile.bm) * -(-n // tile.bn), []
+    for z0 in range(0, count, MAX_GRID_Z):
+        here = min(MAX_GRID_Z, count - z0)
+        launches.append((fn, (grid, 1, here), (tile.threads,),
+                         (a.data.ptr + z0 * steps[0] * 4, b.data.ptr + z0 * steps[1] * 4, c_ptr + z0 * m * n * 4,
+                          m, n, k, lda, ldb, *steps, k), tile.shared_bytes(4)))
+    return launches
 
 
 def _variant_run(kind: str):

@@ -265,6 +265,60 @@ def test_x3_pads_lines_off_16_bytes_where_the_copy_costs_less(cc, monkeypatch):
                 _float32_bound(out, A, B, f"padded {oa}/{ob} {m}x{k}x{n} in {splits} runs of {depth}")
 
 
+def _batch(count: int, shape, order: str):
+    """(count x shape batch, its first matrix, elements between matrices): C- or F-ordered matrices ("C", "T"),
+    lines off 16 bytes ("offset": one element in, an odd number apart), or one matrix for the whole batch ("one")."""
+    r, c = shape
+    if order == "one":
+        x = random_array(shape, np.float32)
+        return cupy_broadcast(x, count), x, 0
+    x = {"C": lambda: random_array((count, r, c), np.float32),
+         "T": lambda: random_array((count, c, r), np.float32).transpose(0, 2, 1),
+         "offset": lambda: random_array((count, r, c + 1), np.float32)[:, :, 1:]}[order]()
+    return x, x[0], x.strides[0] // 4
+
+
+def cupy_broadcast(x, count: int):
+    import cupy
+
+    return cupy.broadcast_to(x, (count,) + x.shape)
+
+
+@pytest.mark.gpu
+def test_x3_batches_read_in_place(cc, monkeypatch):
+    """x3_batch_launches: batches of float32 products on each X3 tile, k whole, read in place: C- and F-ordered
+    matrices on 16 bytes (the aligned build), lines off 16 bytes (the misaligned build), one B for the whole batch;
+    more products than a launch takes (MAX_GRID_Z cut to 3). Then cudakit.matmul plans a batch onto an X3 tile."""
+    _skip_unsupported("mma_sync", "float32", cc)
+    import cudakit
+
+    monkeypatch.setattr(matmul_tc, "MAX_GRID_Z", 3)
+    count = 7
+    for tile in matmul_tc.X3_TILES:
+        for (m, k, n), orders in [((2 * tile.bm + 4, 200, tile.bn + 4), [("C", "C"), ("T", "T"), ("C", "one")]),
+                                  ((tile.bm + 1, 203, tile.bn + 3), [("offset", "C"), ("T", "offset"), ("C", "T")])]:
+            for oa, ob in orders:
+                (A, a0, step_a), (B, b0, step_b) = _batch(count, (m, k), oa), _batch(count, (k, n), ob)
+                out = poisoned((count, m, n), np.float32)
+                for args in matmul_tc.x3_batch_launches(tile, a0, b0, out.data.ptr, count, (step_a, step_b)):
+                    _compile.launch(*args)
+                for i in range(count):
+                    _float32_bound(out[i], A[i], B[i], f"{tile} {oa}/{ob} product {i} of {count} x {m}x{k}x{n}")
+    if cc not in matmul_tc.X3_ARCHS:
+        return
+    from cudakit import _matmul_batch
+
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})  # (launches kept from an earlier test: none built)
+    calls, real = [], matmul_tc.x3_batch_launches
+    monkeypatch.setattr(matmul_tc, "x3_batch_launches", lambda *args: calls.append(args[0]) or real(*args))
+    A, B = random_array((64, 512, 512), np.float32), random_array((64, 512, 512), np.float32)
+    out = poisoned((64, 512, 512), np.float32)
+    cudakit.matmul(A, B, out=out)
+    assert calls and calls[0] in matmul_tc.X3_TILES, "64 x 512^3 float32 was not planned onto an X3 tile"
+    for i in (0, 63):
+        _float32_bound(out[i], A[i], B[i], f"64 x 512^3 product {i}")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", NAMES)
 def test_odd_large_shape(cc, name):

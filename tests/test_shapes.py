@@ -515,11 +515,13 @@ def test_a_batch_of_matrices_is_one_launch_of_the_fast_kernels(dtype, bmn, monke
 @pytest.mark.parametrize("shapes", [((24, 512, 96), (24, 96, 520)), ((96, 256, 128), (128, 264)), ((2048, 48), (48, 2048)),
                                     ((2048, 48), (2, 48, 2048))], ids=str)
 def test_float32_products_on_the_wide_tile(shapes, monkeypatch):
-    """float32 batches and short-k products read with 16-byte loads take _tune.WIDE_TILE (the planner's rule) and
-    equal the float64 product; a batch broadcast over one operand, the output poisoned first."""
+    """float32 batches and short-k products read with 16-byte loads take _tune.WIDE_TILE (the planner's rule; the
+    X3 tiles, which batches weigh beside it, off) and equal the float64 product; a batch broadcast over one operand,
+    the output poisoned first."""
     from cudakit import _tune
 
     planned = []
+    monkeypatch.setattr(mm._matmul_routes, "X3", False)
     monkeypatch.setattr(mm, "plan", lambda *args, run=mm.plan, **kw: planned.append(run(*args, **kw)) or planned[-1])
     monkeypatch.setattr(mm._matmul_batch, "_BATCH_LAUNCHES", {})  # (planned afresh)
     monkeypatch.setattr(mm._matmul_routes, "_routes", {})

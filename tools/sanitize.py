@@ -328,6 +328,16 @@ def x3_tiles(small: bool) -> int:
                     matmul_tc.x3_launcher(a, b, out, tile, splits, depth)(a, b, out)
                     _check.verify("matmul", "x3", out, a, b, np.float32, k)
                     runs += 1
+        for offset in (0, 1):  # a batch of 3, lines on 16 bytes and off them; one B for the whole batch
+            m, k, n = tile.bm + 4, 3 * tile.bk + 4, tile.bn + 4
+            a = rand((3, m, k + offset), np.float32, "C")[:, :, offset:]
+            b = rand((k, n), np.float32, "C")
+            out = cupy.empty((3, m, n), np.float32)
+            for args in matmul_tc.x3_batch_launches(tile, a[0], b, out.data.ptr, 3, (a.strides[0] // 4, 0)):
+                launch(*args)
+            for i in range(3):
+                _check.verify("matmul", "x3 batch", out[i], a[i], b, np.float32, k)
+            runs += 1
     return runs
 
 
