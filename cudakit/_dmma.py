@@ -59,9 +59,13 @@ TILES = (
     DmmaTile(64, 128, 16, 32, 64, 4),
     DmmaTile(64, 64, 16, 32, 32, 4),  # 128 threads, 64 KiB: three blocks an SM, for grids of a few waves
     DmmaTile(64, 64, 32, 32, 32, 3),  # 96 KiB: 256 bytes of each line a slice (split_plan's alone)
+    DmmaTile(128, 64, 16, 64, 32, 3),  # 128 threads, 72 KiB: two blocks an SM, each past the other's barriers
+    DmmaTile(64, 128, 16, 32, 64, 3),
 )
-DEFAULT = TILES[2]  # the fastest at 4096^3 and 8192^3 (docs/NOTES.md)
-PLANNED = TILES[2:6]  # the default and the 64-wide tiles, whose grids fill the SMs sooner (rates in _tune.TILE_TFLOPS)
+DEFAULT = TILES[2]  # batches' tile (dmma_takes_batch)
+# The tiles whole-k products are planned on (rates in _tune.TILE_TFLOPS): two blocks an SM of 64 x 128 or 128 x 64 in
+# three stages, or three of 64 x 64, outran DEFAULT on every product timed, 4096^3 and 8192^3 too (docs/NOTES.md)
+PLANNED = TILES[7:9] + TILES[5:6]
 SMALLEST = TILES[5]
 # FP64 products at least MIN_DEPTH deep whose C gives MIN_ROUND of the SMs a SMALLEST tile: the PLANNED tiles, k whole
 # (they outran the register tiles' splits of k)
@@ -222,12 +226,6 @@ def resident(tile: DmmaTile, device_id: int) -> int:
     """Blocks of `tile` the GPU holds at once (SMs x the driver's occupancy calculator) on device_id, the current one."""
     fn = kernel(FAMILY, tile.expression(True, False), tile.expressions())
     return sm_count(device_id) * resident_blocks(fn, tile.threads, tile.shared_bytes)
-
-
-def moves_fragments(A, B) -> bool:
-    """Whether the kernel re-pairs its mma A fragments with register moves for these operands: both k-contiguous
-    (a C-order A and an F-order B), so that its A is k-contiguous whichever way it runs."""
-    return _readable(A, 0)[1] and _readable(B, 1)[1]  # (the layout alone: a copy keeps it)
 
 
 def launcher(A, B, out, tile: DmmaTile | None = None):

@@ -290,12 +290,8 @@ def _route(A, B, out):
         if run is not None:
             return run
         tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, pipelined=False)
-    if isinstance(tile, _dmma.DmmaTile):
-        if not _dmma.moves_fragments(A, B):
-            return _dmma.launcher(A, B, out, tile)
-        if dmma_takes_batch(m, n, k, 1, device_id):  # (its register moves cost less than the planner's tiles here)
-            return _dmma.launcher(A, B, out)
-        tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, pipelined=False)
+    if isinstance(tile, _dmma.DmmaTile):  # every layout: a C-order A with an F-order B (fragments re-paired by
+        return _dmma.launcher(A, B, out, tile)  # register moves) still outran the register tiles (docs/NOTES.md)
     if splits > 1:
         return split_k_launcher(tile, A, B, out, splits, depth)
     if in_place:  # run_fast_tile's one launch kept, its addresses (and the copies it pads) given per call

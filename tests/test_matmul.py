@@ -660,8 +660,8 @@ def test_tf32_follows_cupys_compute_type_unless_told():
                          ids=str)
 def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monkeypatch):
     """The fast variant's FP64 path on sm_80+: products at least _dmma.MIN_DEPTH deep, both sides of C past
-    NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole (for a
-    C-order A with an F-order B, only the 128 x 128 tile where it fills the GPU). A small C with a long k is planned
+    NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole, in every
+    layout (a C-order A with an F-order B too, its fragments re-paired by register moves). A small C with a long k is planned
     on them too, k split: they take it where both operands are read in place in 16-byte chunks, else the register
     tiles do."""
     import cupy
@@ -687,8 +687,6 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
     if long_k:
         in_place = _dmma.reads_pairs(A, 0) and _dmma.reads_pairs(B, 1)
         assert (taken, split) == ([], [tile] if in_place else []), (tile, in_place)
-    elif _dmma.moves_fragments(A, B):  # a C-order A and an F-order B: the 128 x 128 tile only where it fills the GPU
-        assert taken == ([_dmma.DEFAULT] if _matmul_routes.dmma_takes_batch(m, n, k, 1, 0) else [])
     else:
         assert taken == [tile]
     assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.float64, k)
