@@ -62,14 +62,16 @@ TILES = (
     DmmaTile(128, 64, 16, 64, 32, 3),  # 128 threads, 72 KiB: two blocks an SM, each past the other's barriers
     DmmaTile(64, 128, 16, 32, 64, 3),
 )
-DEFAULT = TILES[2]  # batches' tile (dmma_takes_batch)
+DEFAULT = TILES[2]  # the tile run() and launcher() take where none is given
 # The tiles whole-k products are planned on (rates in _tune.TILE_TFLOPS): two blocks an SM of 64 x 128 or 128 x 64 in
 # three stages, or three of 64 x 64, outran DEFAULT on every product timed, 4096^3 and 8192^3 too (docs/NOTES.md)
 PLANNED = TILES[7:9] + TILES[5:6]
 SMALLEST = TILES[5]
-# FP64 products at least MIN_DEPTH deep whose C gives MIN_ROUND of the SMs a SMALLEST tile: the PLANNED tiles, k whole
-# (they outran the register tiles' splits of k)
-MIN_DEPTH, MIN_ROUND = 256, 0.8
+# FP64 products at least MIN_DEPTH deep (a batch's products together) whose C gives MIN_ROUND of the SMs a SMALLEST
+# tile: the PLANNED tiles, k whole. They outran the register tiles on every such product timed, batches and k from
+# 48 to 255 included (docs/NOTES.md, session 37); a k of at most _matmul_batch.SHORT_K_F64 takes the small-product
+# kernel before the planner.
+MIN_DEPTH, MIN_ROUND = 48, 0.8
 # FP64 products at least LONG_DEPTH deep whose C leaves SMs without a SMALLEST tile: split_plan's tile and split of k
 # is weighed beside the register tiles' (split_launcher; it outran the register-staged DMMA tiles' splits). Its tile
 # is one of SPLIT_TILES, and its blocks fill one round of the SMs, up to SPLIT_ROUNDS where runs stay MIN_RUN deep,
@@ -194,12 +196,12 @@ def fits(tile: DmmaTile, device_id: int) -> bool:
     return tile.shared_bytes <= shared_per_block(device_id)
 
 
-def planned(m: int, n: int, k: int, device_id: int) -> bool:
-    """Whether matmul's planner weighs the PLANNED tiles alone (those that fit) for an m x k x n FP64 product: sm_80
-    and later, k at least MIN_DEPTH, both sides of C past _tune.NARROW_SIDE, and C giving MIN_ROUND of the SMs a
-    SMALLEST tile."""
+def planned(m: int, n: int, k: int, device_id: int, count: int = 1) -> bool:
+    """Whether matmul's planner weighs the PLANNED tiles alone (those that fit) for `count` m x k x n FP64 products:
+    sm_80 and later, k at least MIN_DEPTH, both sides of C past _tune.NARROW_SIDE, and the products' C giving
+    MIN_ROUND of the SMs a SMALLEST tile."""
     return (k >= MIN_DEPTH and min(m, n) > _tune.NARROW_SIDE and _tune.compute_capability(device_id) >= 80
-            and -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) >= MIN_ROUND * sm_count(device_id))
+            and count * -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) >= MIN_ROUND * sm_count(device_id))
 
 
 def split_planned(m: int, n: int, k: int, device_id: int) -> bool:

@@ -287,14 +287,15 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
         if not tiny_reads(a0, b0) or (one_part and not tiny_vectors(a0, b0, steps)):
             tiny = None
     small = None if tiny else small_tile(m, n, k, item)
-    even = all(st % 2 == 0 for st in steps)
     dots = not tiny and not small and batch_dots_takes(m, k, n, products, device_id, c.dtype)
-    pipelined = (not tiny and not small and not dots and c.dtype == mm.F64 and even
-                 and mm._matmul_routes.dmma_takes_batch(m, n, k, products, device_id)
+    tile = None
+    if not (tiny or small or dots):  # (the pipelined FP64 kernel where it reads every product in 16-byte chunks)
+        pairs = (c.dtype == mm.F64 and all(st % 2 == 0 for st in steps)
                  and _dmma.reads_pairs(a0, 0) and _dmma.reads_pairs(b0, 1))
-    if not (tiny or small or dots or pipelined):
         x3 = mm.matmul_tc.x3_batch_copies(a0, b0, steps) if mm._matmul_routes.X3 and c.dtype == mm.F32 else None
-        tile = mm.plan(device_id, c.dtype, m, n, k, products, vectors=mm.reads_vectors(a0, b0, steps), x3=x3)[0]
+        tile = mm.plan(device_id, c.dtype, m, n, k, products, pipelined=pairs, vectors=mm.reads_vectors(a0, b0, steps),
+                       x3=x3)[0]
+    pipelined = isinstance(tile, _dmma.DmmaTile)
     c0 = c[(0,) * len(batch)]
     launches = []
     for idx in np.ndindex(*(size for size, *_ in outer)):
@@ -310,7 +311,7 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
         elif dots:
             launches += mm._matmul_routes.dots_launches(a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
         elif pipelined:  # FP64 on the pipelined tensor-core kernel, in the orientation it picks for the layouts
-            launches += _dmma.launches(a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
+            launches += _dmma.launches(a_i, b_i, c0, tile, batch=(count, step_a, step_b), c_ptr=c_ptr)
         elif isinstance(tile, mm.matmul_tc.TcTile):  # float32 as three TF32 products
             launches += mm.matmul_tc.x3_batch_launches(tile, a_i, b_i, c_ptr, count, (step_a, step_b))
         else:

@@ -186,19 +186,6 @@ def short_k_launcher(A, B, out):
 
 SPLITK_SUM_THREADS = 256  # a splitk_sum block's threads (as in matmul.cu) ...
 SPLITK_SUM_ROWS = 8  # ... in at most this many rows, each adding every rows-th partial product
-DMMA_MIN_WAVES = 2  # tiles per SM from which the pipelined kernel beats the planner's tiles for a batch
-DMMA_MIN_FILL = 0.8  # ... where its tiles fill this share of its rounds of SMs (a mostly idle last wave loses)
-
-
-def dmma_takes_batch(m: int, n: int, k: int, count: int, device_id: int) -> bool:
-    """Whether the pipelined FP64 tensor-core kernel (_dmma) takes `count` products of m x k x n launched together:
-    sm_80 and later with room for its default tile, whose tiles fill every SM at least DMMA_MIN_WAVES times and
-    DMMA_MIN_FILL of their rounds (a shorter or ragged grid leaves a partial last wave that the planner's smaller
-    tiles avoid), and k is deep."""
-    tile, sms = _dmma.DEFAULT, sm_count(device_id)
-    tiles = count * -(-m // tile.bm) * -(-n // tile.bn)
-    return (k >= _dmma.MIN_DEPTH and tiles >= DMMA_MIN_WAVES * sms and tiles >= DMMA_MIN_FILL * -(-tiles // sms) * sms
-            and mm._compute_capability(device_id) >= 80 and _dmma.fits(tile, device_id))
 
 
 def run_split_k(tile: _tune.Tile, A, B, out, splits: int, depth: int) -> None:

@@ -226,11 +226,11 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         tiles = (large, small) + ((_tune.MIDDLE_TILE[dtype],) if dtype in _tune.MIDDLE_TILE else ())
     if min(m, n) <= _tune.NARROW_SIDE:
         tiles += _tune.NARROW_TILES[dtype]
-    pipelined = pipelined and dtype == F64 and count == 1
-    whole, long_split = pipelined and _dmma.planned(m, n, k, device_id), None
+    pipelined = pipelined and dtype == F64
+    whole, long_split = pipelined and _dmma.planned(m, n, k, device_id, count), None
     if whole:
         tiles = tuple(t for t in _dmma.PLANNED if _dmma.fits(t, device_id))
-    elif pipelined and _dmma.split_planned(m, n, k, device_id):
+    elif pipelined and count == 1 and _dmma.split_planned(m, n, k, device_id):
         long_split = _dmma.split_plan(m, n, k, device_id)
         tiles += long_split[:1]
     split_only = _tune.SPLIT_TILES.get(dtype, ()) if count == 1 and k > _tune.SMALL_K and not whole else ()

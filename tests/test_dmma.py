@@ -195,21 +195,19 @@ def test_a_batch_that_fills_the_gpu_takes_the_pipelined_kernel(shapes, monkeypat
 
 @pytest.mark.gpu
 def test_tiles_too_big_for_the_shared_memory_are_not_planned(monkeypatch):
-    """Before sm_90 the 128 x 128 default (192 KiB) does not fit a block's shared memory: the planner and the batch
-    rule leave it out (here a smaller limit stands in for such a GPU)."""
+    """Before sm_90 the 128 x 128 default (192 KiB) does not fit a block's shared memory: the planner leaves it out,
+    for one product and for a batch (here a smaller limit stands in for such a GPU)."""
     import importlib
-
-    from cudakit import _matmul_routes
 
     _needs_sm80()
     mm = importlib.import_module("cudakit.matmul")
     monkeypatch.setattr(_dmma, "shared_per_block", lambda device_id: 99 * 1024)
     mm._plan.cache_clear()
     try:
-        for m, k, n in [(1024, 1024, 1024), (4096, 4096, 4096)]:
-            tile = mm.plan(0, np.float64, m, n, k)[0]
-            assert not isinstance(tile, _dmma.DmmaTile) or tile.shared_bytes <= 99 * 1024, tile
-        assert not _matmul_routes.dmma_takes_batch(4096, 4096, 4096, 1, 0)
+        for m, k, n in [(1024, 1024, 1024), (4096, 4096, 4096), (512, 512, 512)]:
+            for count in (1, 64):  # (a batch: its products planned together)
+                tile = mm.plan(0, np.float64, m, n, k, count)[0]
+                assert not isinstance(tile, _dmma.DmmaTile) or tile.shared_bytes <= 99 * 1024, tile
     finally:
         mm._plan.cache_clear()
 

@@ -690,19 +690,44 @@ def test_the_dots_kernel_takes_batches_of_tiny_c_past_the_small_kernel(monkeypat
     assert not dots(1, 753, 4, 5000) and not dots(6, 753, 1, 5000)  # one row or column: the matvec kernels
 
 
-def test_the_pipelined_fp64_kernel_takes_grids_of_full_waves(monkeypatch):
-    monkeypatch.setattr(_matmul_routes, "sm_count", lambda device_id: 132)
-    monkeypatch.setattr(_matmul_routes.mm, "_compute_capability", lambda device_id: 90)
-    monkeypatch.setattr(_matmul_routes._dmma, "shared_per_block", lambda device_id: 227 * 1024)  # an H100's
-    takes = lambda m, k, n, count=1: _matmul_routes.dmma_takes_batch(m, n, k, count, 0)
-    assert takes(4096, 4096, 4096) and takes(33 * 128, 256, 8 * 128)  # 1024 tiles in 8 rounds; 264 in 2
-    assert not takes(33 * 128, 255, 8 * 128)  # a split of k is wanted
-    assert not takes(263 * 128, 256, 128)  # under two tiles an SM
-    assert not takes(3559, 4357, 1213) and not takes(28 * 128, 4357, 10 * 128)  # 280 tiles: 3 rounds, 71% full
-    assert takes(33 * 128, 4096, 10 * 128)  # 330 tiles: 3 rounds, 83% full
-    assert takes(128, 4096, 128, 1024) and not takes(128, 4096, 128, 280)  # a batch's tiles fill the rounds together
-    monkeypatch.setattr(_matmul_routes._dmma, "shared_per_block", lambda device_id: 163 * 1024)  # an A100's
-    assert not takes(4096, 4096, 4096)  # the 192 KiB default tile does not fit
+def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch):
+    """On a modelled H100 (no GPU: 132 SMs, its shared memory, the tiles' resident blocks as their registers and
+    shared memory allow): FP64 products at least _dmma.MIN_DEPTH deep whose C, all of a batch's products together,
+    gives most SMs a 64 x 64 tile plan on _dmma.PLANNED, k whole (session 37: 0.61-0.81x cuBLAS on the register tiles,
+    0.88-1.04x on these); a shallower k, a narrow C or too few tiles keep the register tiles; no tile past the shared
+    memory (an A100's) is planned."""
+    from cudakit import _dmma
+
+    f64 = np.dtype(np.float64)
+    config = _tune.default_config(f64, 90)
+    monkeypatch.setattr(_tune, "tiles", lambda device_id, dtype: (_tune._BY_NAME[config["large"]],
+                                                                  _tune._BY_NAME[config["small"]]))
+    for module in (mm, _dmma):
+        monkeypatch.setattr(module, "sm_count", lambda device_id: 132)
+    monkeypatch.setattr(mm, "_compute_capability", lambda device_id: 90)
+    monkeypatch.setattr(_tune, "compute_capability", lambda device_id: 90)
+    monkeypatch.setattr(mm, "resident_tiles", lambda tile, dtype, device_id: 132 * tile.min_blocks)
+    shared = [227 * 1024]
+    monkeypatch.setattr(_dmma, "shared_per_block", lambda device_id: shared[0])
+    monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 132 * min(
+        shared[0] // tile.shared_bytes, 65536 // (tile.threads * 255) * (2 if tile.threads == 128 else 1)))
+    mm._plan.cache_clear()
+    try:
+        def pipelined(m, k, n, count=1):
+            return isinstance(mm.plan(0, f64, m, n, k, count)[0], _dmma.DmmaTile)
+
+        assert pipelined(512, 512, 512, 64) and pipelined(253, 110, 594, 233) and pipelined(1024, 1024, 1024, 10)
+        assert pipelined(1433, 235, 1593) and pipelined(4096, 64, 4096) and pipelined(3852, 48, 35072)
+        assert not pipelined(3852, 47, 35072) and not pipelined(4096, 40, 4096, 8)  # k under MIN_DEPTH
+        assert not pipelined(536, 929, 11, 22)  # a narrow C
+        assert pipelined(256, 512, 256, 7) and not pipelined(256, 512, 256, 6)  # 112 and 96 tiles: MIN_ROUND of 132
+        shared[0] = 163 * 1024  # an A100's
+        mm._plan.cache_clear()
+        for count in (1, 64):
+            tile = mm.plan(0, f64, 4096, 4096, 4096, count)[0]
+            assert isinstance(tile, _dmma.DmmaTile) and tile.shared_bytes <= shared[0], tile
+    finally:
+        mm._plan.cache_clear()
 
 
 def test_kept_batch_launches_follow_each_calls_operands_whichever_address_leads(monkeypatch):
