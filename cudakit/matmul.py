@@ -211,14 +211,12 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     _wide_takes; for FP64 that _dmma.planned, its tiles alone, k whole; that _dmma.split_planned, _dmma.split_plan's
     beside the others), the tile and the split of k into `splits` runs of `depth` whose modelled time
     (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole; a batch that
-    _wide_takes weighs _tune.WIDE_TILE alone (beside X3). A single product with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES, k
-    split only. Where x3 is given, matmul_tc.x3_offered's tiles (float32 as three TF32 products) besides."""
+    _wide_takes weighs _tune.WIDE_TILE alone (beside X3). One product with k past _tune.SMALL_K also weighs
+    _tune.SPLIT_TILES, k split only. Where x3 is given, matmul_tc.x3_offered's tiles (three TF32 products) besides."""
     large, small = pair
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     x3_tiles = () if x3 is None else matmul_tc.x3_offered(dtype, m, n, k, count, _compute_capability(device_id))
     if wide and count > 1:
-        if not x3_tiles:
-            return wide, 1, k
         tiles = (wide,)
     elif k <= _tune.SMALL_K:
         tiles = (_tune.SMALL_K_TILE.get(dtype, small),) + ((wide,) if wide else ())
