@@ -1,6 +1,7 @@
 """FP64 matrix products on the tensor cores through kernels/matmul_dmma.cu (matmul_dmma_async): a cp.async ring of
 swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant's planner weighs its
-PLANNED tiles, k whole, beside the register-staged tiles (matmul.py); run() takes float64 operands of any layout
+PLANNED tiles alone, k whole, where `planned` holds, and split_plan's tile beside the register tiles for a long k
+(matmul.py); run() takes float64 operands of any layout
 (2-D, or a batch given as strides); tools/dmma_probe.py times every tile against cuBLAS.
 """
 from __future__ import annotations
@@ -69,8 +70,9 @@ PLANNED = TILES[7:9] + TILES[5:6]
 SMALLEST = TILES[5]
 # FP64 products at least MIN_DEPTH deep (a batch's products together) whose C gives MIN_ROUND of the SMs a SMALLEST
 # tile: the PLANNED tiles, k whole. They outran the register tiles on every such product timed, batches and k from
-# 48 to 255 included (docs/NOTES.md, session 37); a k of at most _matmul_batch.SHORT_K_F64 takes the small-product
-# kernel before the planner.
+# 48 to 255 included (docs/NOTES.md, session 37). A k of at most _matmul_batch.SHORT_K_F64 (a batch's: the small
+# kernel's limits or SHORT_K_F64_BATCH) takes the small-product kernel before the planner; k from there to 47 was not
+# timed and keeps the register tiles.
 MIN_DEPTH, MIN_ROUND = 48, 0.8
 # FP64 products at least LONG_DEPTH deep whose C leaves SMs without a SMALLEST tile: split_plan's tile and split of k
 # is weighed beside the register tiles' (split_launcher; it outran the register-staged DMMA tiles' splits). Its tile
@@ -198,10 +200,11 @@ def fits(tile: DmmaTile, device_id: int) -> bool:
 
 def planned(m: int, n: int, k: int, device_id: int, count: int = 1) -> bool:
     """Whether matmul's planner weighs the PLANNED tiles alone (those that fit) for `count` m x k x n FP64 products:
-    sm_80 and later, k at least MIN_DEPTH, both sides of C past _tune.NARROW_SIDE, and the products' C giving
-    MIN_ROUND of the SMs a SMALLEST tile."""
+    sm_80 and later with room for one of them, k at least MIN_DEPTH, both sides of C past _tune.NARROW_SIDE, and the
+    products' C giving MIN_ROUND of the SMs a SMALLEST tile."""
     return (k >= MIN_DEPTH and min(m, n) > _tune.NARROW_SIDE and _tune.compute_capability(device_id) >= 80
-            and count * -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) >= MIN_ROUND * sm_count(device_id))
+            and count * -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) >= MIN_ROUND * sm_count(device_id)
+            and any(fits(t, device_id) for t in PLANNED))
 
 
 def split_planned(m: int, n: int, k: int, device_id: int) -> bool:

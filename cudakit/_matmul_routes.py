@@ -233,7 +233,8 @@ def partials_adder(out, splits: int):
 
 _routes: dict = {}  # the fast variant's routes by geometry (_compile.kept)
 # FP32 products may run as three TF32 products on the tensor cores (matmul.plan's x3); CUDAKIT_FP32_X3=0 (read once,
-# at import) keeps them on the FP32 register tiles. (A change at run time needs _routes cleared.)
+# at import) keeps them on the FP32 register tiles. (A change at run time needs _routes and
+# _matmul_batch._BATCH_LAUNCHES cleared.)
 X3 = os.environ.get("CUDAKIT_FP32_X3", "") != "0"
 
 

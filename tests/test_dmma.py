@@ -174,8 +174,9 @@ def test_every_tile_on_a_deep_product():
 @pytest.mark.parametrize("shapes", [((12, 600, 264), (12, 264, 700)), ((3, 4, 600, 264), (4, 264, 700)),
                                     ((3, 1, 300, 512), (1, 5, 512, 1000))], ids=str)
 def test_a_batch_that_fills_the_gpu_takes_the_pipelined_kernel(shapes, monkeypatch):
-    """cudakit.matmul's fast variant puts an FP64 batch whose tiles fill every SM twice on this kernel, one launch per
-    evenly spaced run of products (broadcast batch axes read in place); the output poisoned first."""
+    """cudakit.matmul's fast variant puts an FP64 batch read in 16-byte chunks, whose products together give most SMs
+    a 64 x 64 tile (_dmma.planned), on this kernel, one launch per evenly spaced run of products (broadcast batch axes
+    read in place); the output poisoned first."""
     import cupy
 
     import cudakit
@@ -195,19 +196,25 @@ def test_a_batch_that_fills_the_gpu_takes_the_pipelined_kernel(shapes, monkeypat
 
 @pytest.mark.gpu
 def test_tiles_too_big_for_the_shared_memory_are_not_planned(monkeypatch):
-    """Before sm_90 the 128 x 128 default (192 KiB) does not fit a block's shared memory: the planner leaves it out,
-    for one product and for a batch (here a smaller limit stands in for such a GPU)."""
+    """The planner leaves out the tiles a block's shared memory cannot hold, for one product and for a batch: with a
+    70 KiB limit standing in for a smaller GPU, only the 64 x 64 tile (64 KiB) of PLANNED; with 60 KiB, none (the
+    register tiles)."""
     import importlib
 
     _needs_sm80()
     mm = importlib.import_module("cudakit.matmul")
-    monkeypatch.setattr(_dmma, "shared_per_block", lambda device_id: 99 * 1024)
+    limit = [70 * 1024]
+    monkeypatch.setattr(_dmma, "shared_per_block", lambda device_id: limit[0])
     mm._plan.cache_clear()
     try:
-        for m, k, n in [(1024, 1024, 1024), (4096, 4096, 4096), (512, 512, 512)]:
+        for m, k, n in [(1024, 1024, 1024), (4096, 4096, 4096)]:
             for count in (1, 64):  # (a batch: its products planned together)
-                tile = mm.plan(0, np.float64, m, n, k, count)[0]
-                assert not isinstance(tile, _dmma.DmmaTile) or tile.shared_bytes <= 99 * 1024, tile
+                limit[0] = 70 * 1024
+                mm._plan.cache_clear()
+                assert mm.plan(0, np.float64, m, n, k, count)[0] == _dmma.SMALLEST, (m, k, n, count)
+                limit[0] = 60 * 1024
+                mm._plan.cache_clear()
+                assert not isinstance(mm.plan(0, np.float64, m, n, k, count)[0], _dmma.DmmaTile), (m, k, n, count)
     finally:
         mm._plan.cache_clear()
 

@@ -308,10 +308,10 @@ def test_cudakit_fp32_x3_0_keeps_float32_on_the_register_tiles():
 
 def test_x3_tiles_are_planned_for_fp32_products_where_offered(monkeypatch):
     """matmul_tc.X3_TILES on a modelled H100 (no GPU, as above): weighed only where the route offers them (x3 not
-    None) for FP32 products with k past SMALL_K (a batch's k whole), their split runs at least X3_MIN_DEPTH deep; taken for the
-    products the probes measured faster (4096^3 1.20x, 4787 x 911 x 2579 1.33x the register tiles), left for
-    512^3 (a split of 128-deep runs measured 0.59x), where their copies cost more than they gain, for FP64 and on
-    GPUs outside X3_ARCHS."""
+    None) for FP32 products with k past SMALL_K (a batch's k whole), their split runs at least X3_MIN_DEPTH deep;
+    taken for the products the probes measured faster (4096^3 1.20x, 4787 x 911 x 2579 1.33x the register tiles),
+    left for 512^3 (a split of 128-deep runs measured 0.59x), where their copies cost more than they gain, for FP64
+    and on GPUs outside X3_ARCHS."""
     from cudakit import matmul_tc
 
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -661,9 +661,9 @@ def test_tf32_follows_cupys_compute_type_unless_told():
 def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monkeypatch):
     """The fast variant's FP64 path on sm_80+: products at least _dmma.MIN_DEPTH deep, both sides of C past
     NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole, in every
-    layout (a C-order A with an F-order B too, its fragments re-paired by register moves). A small C with a long k is planned
-    on them too, k split: they take it where both operands are read in place in 16-byte chunks, else the register
-    tiles do."""
+    layout (a C-order A with an F-order B too, its fragments re-paired by register moves). A small C with a long k is
+    planned on them too, k split: they take it where both operands are read in place in 16-byte chunks, else the
+    register tiles do."""
     import cupy
 
     from cudakit import _dmma, _matmul_routes

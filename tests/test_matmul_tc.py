@@ -304,7 +304,9 @@ def test_x3_batches_read_in_place(cc, monkeypatch):
                     _compile.launch(*args)
                 for i in range(count):
                     _float32_bound(out[i], A[i], B[i], f"{tile} {oa}/{ob} product {i} of {count} x {m}x{k}x{n}")
-    if cc not in matmul_tc.X3_ARCHS:
+    from cudakit import _matmul_routes
+
+    if cc not in matmul_tc.X3_ARCHS or not _matmul_routes.X3:  # (CUDAKIT_FP32_X3=0 keeps float32 off X3)
         return
     from cudakit import _matmul_batch
 

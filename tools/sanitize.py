@@ -310,7 +310,8 @@ def tensor_cores(small: bool) -> int:
 def x3_tiles(small: bool) -> int:
     """The X3 tiles (float32 as three TF32 products), whole and split, over partial tiles and slices: offset 0 reads
     every line on 16 bytes (the aligned build), offset 1 none (the misaligned build, in place), offset 2 an A two
-    elements off and a B of every other column (C order: copied; F order: read in place, lines twice as far apart)."""
+    elements off and a B of every other column (C order: copied; F order: read in place, lines twice as far apart);
+    then a batch of 3 (x3_batch_launches), lines on 16 bytes and off them, one B for the whole batch."""
     if int(cupy.cuda.Device().compute_capability) < 80:
         return 0
     from cudakit import matmul_tc
