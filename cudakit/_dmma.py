@@ -1,8 +1,8 @@
 """FP64 matrix products on the tensor cores through kernels/matmul_dmma.cu (matmul_dmma_async): a cp.async ring of
 swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant's planner weighs its
 PLANNED tiles alone, k whole, where `planned` holds, and split_plan's tile beside the register tiles for a long k
-(matmul.py); run() takes float64 operands of any layout
-(2-D, or a batch given as strides); tools/dmma_probe.py times every tile against cuBLAS.
+(matmul.py); run() takes float64 operands of any layout (2-D, or a batch given as strides); tools/dmma_probe.py
+times every tile against cuBLAS.
 """
 from __future__ import annotations
 
