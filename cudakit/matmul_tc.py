@@ -368,13 +368,18 @@ def x3_launcher(A, B, out, tile: TcTile, splits: int = 1, depth: int = 0):
     return run_split
 
 
-def x3_batch_copies(a0, b0, steps: tuple[int, int]) -> tuple[float, float]:
-    """x3_copies for a batch read in place (matmul's batch route): no copy; lines or steps off 16 bytes are read by the
-    misaligned build (a padded copy of the whole batch is never modelled cheaper)."""
+def _batch_aligned(a0, b0, steps) -> bool:
+    """Whether every product of a batch read in place has its lines on 16 bytes (the aligned build reads it)."""
     from .matmul import _layout
 
-    aligned = all(_lines_aligned(x, ld) for x, _, ld in (_layout(a0, 0), _layout(b0, 1)))
-    return 0.0, 0.0 if aligned and all(step % 4 == 0 for step in steps) else math.inf
+    return (all(_lines_aligned(x, ld) for x, _, ld in (_layout(a0, 0), _layout(b0, 1)))
+            and all(step % 4 == 0 for step in steps))
+
+
+def x3_batch_copies(a0, b0, steps: tuple[int, ...]) -> tuple[float, float]:
+    """x3_copies for a batch read in place (matmul's batch route): no copy; lines or steps off 16 bytes are read by the
+    misaligned build (a padded copy of the whole batch is never modelled cheaper)."""
+    return 0.0, 0.0 if _batch_aligned(a0, b0, steps) else math.inf
 
 
 def x3_batch_launches(tile: TcTile, a0, b0, c_ptr: int, count: int, steps: tuple[int, int]) -> list:
@@ -386,8 +391,8 @@ def x3_batch_launches(tile: TcTile, a0, b0, c_ptr: int, count: int, steps: tuple
     assert a is a0 and b is b0, "a batch's operands are read in place"
     m, k = a0.shape
     n = b0.shape[1]
-    aligned = x3_batch_copies(a0, b0, steps)[1] == 0
-    fn = kernel(FAMILY, tile.expression("float", a_kc, b_kc, aligned), mma_instantiations(tile, "float32"))
+    fn = kernel(FAMILY, tile.expression("float", a_kc, b_kc, _batch_aligned(a0, b0, steps)),
+                mma_instantiations(tile, "float32"))
     grid, launches = -(-m // tile.bm) * -(-n // tile.bn), []
     for z0 in range(0, count, MAX_GRID_Z):
         here = min(MAX_GRID_Z, count - z0)

@@ -268,20 +268,16 @@ def test_x3_pads_lines_off_16_bytes_where_the_copy_costs_less(cc, monkeypatch):
 def _batch(count: int, shape, order: str):
     """(count x shape batch, its first matrix, elements between matrices): C- or F-ordered matrices ("C", "T"),
     lines off 16 bytes ("offset": one element in, an odd number apart), or one matrix for the whole batch ("one")."""
+    import cupy
+
     r, c = shape
     if order == "one":
         x = random_array(shape, np.float32)
-        return cupy_broadcast(x, count), x, 0
+        return cupy.broadcast_to(x, (count,) + x.shape), x, 0
     x = {"C": lambda: random_array((count, r, c), np.float32),
          "T": lambda: random_array((count, c, r), np.float32).transpose(0, 2, 1),
          "offset": lambda: random_array((count, r, c + 1), np.float32)[:, :, 1:]}[order]()
     return x, x[0], x.strides[0] // 4
-
-
-def cupy_broadcast(x, count: int):
-    import cupy
-
-    return cupy.broadcast_to(x, (count,) + x.shape)
 
 
 @pytest.mark.gpu
@@ -291,6 +287,7 @@ def test_x3_batches_read_in_place(cc, monkeypatch):
     more products than a launch takes (MAX_GRID_Z cut to 3). Then cudakit.matmul plans a batch onto an X3 tile."""
     _skip_unsupported("mma_sync", "float32", cc)
     import cudakit
+    from cudakit import _matmul_batch, _matmul_routes
 
     monkeypatch.setattr(matmul_tc, "MAX_GRID_Z", 3)
     count = 7
@@ -304,12 +301,8 @@ def test_x3_batches_read_in_place(cc, monkeypatch):
                     _compile.launch(*args)
                 for i in range(count):
                     _float32_bound(out[i], A[i], B[i], f"{tile} {oa}/{ob} product {i} of {count} x {m}x{k}x{n}")
-    from cudakit import _matmul_routes
-
     if cc not in matmul_tc.X3_ARCHS or not _matmul_routes.X3:  # (CUDAKIT_FP32_X3=0 keeps float32 off X3)
         return
-    from cudakit import _matmul_batch
-
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})  # (launches kept from an earlier test: none built)
     calls, real = [], matmul_tc.x3_batch_launches
     monkeypatch.setattr(matmul_tc, "x3_batch_launches", lambda *args: calls.append(args[0]) or real(*args))
