@@ -155,12 +155,17 @@ def small_expression(dtype, tile: tuple[int, int]) -> str:
     return instantiation("matmul_batched_small", np.dtype(dtype), *tile, SMALL_BK)
 
 
+def past_small_limits(m: int, n: int, k: int) -> bool:
+    """Whether m x k x n products are past the small-product kernel's limits (SMALL_MAX_K, _C, _MACS)."""
+    return k > SMALL_MAX_K or m * n > SMALL_MAX_C or m * n * k > SMALL_MAX_MACS
+
+
 def small_tile(m: int, n: int, k: int, itemsize: int = 4) -> tuple[int, int] | None:
     """The C tile of the small-product kernel for a batch of m x k x n products, or None where the register tiles
     serve. The tile with the least padded C wins, each output weighed by its thread's shared-memory reads per
     multiply-add (a read of B for its OUT outputs besides theirs of A: 1 + 1 / OUT); then the larger tile. Past its
     limits, a short k still takes it, on the short-k tiles (SHORT_K_F64_BATCH, SHORT_K_F32_BATCH)."""
-    if k > SMALL_MAX_K or m * n > SMALL_MAX_C or m * n * k > SMALL_MAX_MACS:
+    if past_small_limits(m, n, k):
         if itemsize == 8:
             return SHORT_K_TILE if k <= SHORT_K_F64_BATCH else None
         return short_k_tile(4, m, n) if k <= SHORT_K_F32_BATCH and min(m, n) > mm._tune.NARROW_SIDE else None
@@ -287,14 +292,13 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
         if not tiny_reads(a0, b0) or (one_part and not tiny_vectors(a0, b0, steps)):
             tiny = None
     small = None if tiny else small_tile(m, n, k, item)
+    if small and past_small_limits(m, n, k) and mm._matmul_routes.x3_short_k_takes(c.dtype, m, n, k, device_id):
+        small = None  # (a short k takes X3 before the short-k tiles)
     dots = not tiny and not small and batch_dots_takes(m, k, n, products, device_id, c.dtype)
     tile = None
-    if not (tiny or small or dots):  # (the pipelined FP64 kernel where it reads every product in 16-byte chunks)
-        pairs = (c.dtype == mm.F64 and all(st % 2 == 0 for st in steps)
-                 and _dmma.reads_pairs(a0, 0) and _dmma.reads_pairs(b0, 1))
+    if not (tiny or small or dots):  # (FP64: the pipelined kernel reads chunks off 16 bytes in halves, in place)
         x3 = mm.matmul_tc.x3_batch_copies(a0, b0, steps) if mm._matmul_routes.X3 and c.dtype == mm.F32 else None
-        tile = mm.plan(device_id, c.dtype, m, n, k, products, pipelined=pairs, vectors=mm.reads_vectors(a0, b0, steps),
-                       x3=x3)[0]
+        tile = mm.plan(device_id, c.dtype, m, n, k, products, vectors=mm.reads_vectors(a0, b0, steps), x3=x3)[0]
     pipelined = isinstance(tile, _dmma.DmmaTile)
     c0 = c[(0,) * len(batch)]
     launches = []

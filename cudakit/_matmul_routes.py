@@ -160,17 +160,23 @@ def run_short_k(A, B, out) -> None:
     short_k_launcher(A, B, out)(A, B, out)
 
 
-def short_k_takes(dtype, m: int, n: int, k: int) -> bool:
+def short_k_takes(dtype, m: int, n: int, k: int, device_id: int) -> bool:
     """Whether a 2-D product (past the skinny, dots and matvec routes) takes the small-product kernel: FP64 up to
     SHORT_K_F64 deep, FP32 up to SHORT_K_F32 (SHORT_K_F32_MID for a C of SHORT_K_F32_MID_C elements) where both sides
-    of C pass NARROW_SIDE (as measured: a narrow C keeps its tiles)."""
+    of C pass NARROW_SIDE (as measured: a narrow C keeps its tiles) and X3 does not take it (x3_short_k_takes)."""
     batch = mm._matmul_batch
     if dtype == mm.F64:
         return k <= batch.SHORT_K_F64
-    if min(m, n) <= _tune.NARROW_SIDE:
+    if min(m, n) <= _tune.NARROW_SIDE or x3_short_k_takes(dtype, m, n, k, device_id):
         return False
     return k <= batch.SHORT_K_F32 or (k <= batch.SHORT_K_F32_MID and
                                       batch.SHORT_K_F32_MID_C[0] <= m * n <= batch.SHORT_K_F32_MID_C[1])
+
+
+def x3_short_k_takes(dtype, m: int, n: int, k: int, device_id: int) -> bool:
+    """Whether X3 takes m x k x n products of a short k ahead of the short-k kernel (matmul_tc.x3_short_k)."""
+    tc = mm.matmul_tc
+    return X3 and tc.x3_short_k(m, n, k) and bool(tc.x3_offered(dtype, m, n, k, 1, mm._compute_capability(device_id)))
 
 
 def short_k_launcher(A, B, out):
@@ -264,7 +270,7 @@ def _route(A, B, out):
         return skinny_launcher(A, B, out, *skinny)
     if n == 1 or m == 1:  # a matrix-vector product: the matvec kernels read the matrix once, at memory speed
         return _matvec_route(A, B, out)
-    if short_k_takes(out.dtype, m, n, k):
+    if short_k_takes(out.dtype, m, n, k, device_id):
         return short_k_launcher(A, B, out)
     in_place = mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B
     in_place_vectors = in_place and mm.reads_vectors(A, B)

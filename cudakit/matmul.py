@@ -180,12 +180,10 @@ def run_tile(tile: Tile, A, B, out, split: bool = False, batch=(1, 0, 0), k_last
 MIN_SPLIT_DEPTH = 256  # the least k a split-k share takes: shallower shares cost more in partial sums than they gain
 # A grid under one round of resident blocks is all k loop: its shares may be as shallow as MIN_SMALL_GRID_SPLIT_DEPTH,
 # but at least MIN_SPLIT_SLICES slices, so that the double-buffered pipeline still runs.
-MIN_SMALL_GRID_SPLIT_DEPTH = 64
-MIN_SPLIT_SLICES = 8
+MIN_SMALL_GRID_SPLIT_DEPTH, MIN_SPLIT_SLICES = 64, 8
 MAX_SPLIT_BYTES = 256 * 2**20  # partial products kept at most
-# A grid of at least 1 / MAX_SPLIT_ROUNDS of the resident slots may be split into up to MAX_SPLIT_ROUNDS rounds of
-# them (the model then weighs the partial last round); a smaller grid is split into one round at most (more shares
-# of a tiny C measured slower than the model has them).
+# A grid of at least 1 / MAX_SPLIT_ROUNDS of the resident slots may be split into up to MAX_SPLIT_ROUNDS rounds of them
+# (the model weighs the partial last round); a smaller one into one round at most (more shares ran slower).
 MAX_SPLIT_ROUNDS = 4
 
 
@@ -212,11 +210,13 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     beside the others), the tile and the split of k into `splits` runs of `depth` whose modelled time
     (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole; a batch that
     _wide_takes weighs _tune.WIDE_TILE alone (beside X3). One product with k past _tune.SMALL_K also weighs
-    _tune.SPLIT_TILES, k split only. Where x3 is given, matmul_tc.x3_offered's tiles (three TF32 products) besides."""
+    _tune.SPLIT_TILES, k split only. Where x3 is given, matmul_tc.x3_offered's tiles besides (alone: x3_short_k)."""
     large, small = pair
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     x3_tiles = () if x3 is None else matmul_tc.x3_offered(dtype, m, n, k, count, _compute_capability(device_id))
-    if wide and count > 1:
+    if x3_tiles and matmul_tc.x3_short_k(m, n, k):
+        tiles = ()
+    elif wide and count > 1:
         tiles = (wide,)
     elif k <= _tune.SMALL_K:
         tiles = (_tune.SMALL_K_TILE.get(dtype, small),) + ((wide,) if wide else ())
@@ -241,13 +241,13 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         rounds = MAX_SPLIT_ROUNDS if grid * MAX_SPLIT_ROUNDS >= slots else 1
         least = MIN_SPLIT_DEPTH if grid >= slots else max(MIN_SMALL_GRID_SPLIT_DEPTH, MIN_SPLIT_SLICES * tile.bk)
         most = min(k // least, MAX_SPLIT_BYTES // (m * n * dtype.itemsize))
-        counts = _tune.split_counts(min(most, max(1, rounds * slots // grid)) if count == 1 and not whole else 1)
+        wave = matmul_tc.X3_WAVE_SPLITS if tc and slots <= grid < 2 * slots else 1  # (X3: no stream-K tail)
+        counts = _tune.split_counts(min(most, max(rounds * slots // grid, wave)) if count == 1 and not whole else 1)
         counts = counts[1:] if tile in split_only else counts
         for wanted in [min(most, long_split[1])] if dmma and long_split else counts:
             splits, depth = _tune.split_depth(k, wanted, tile.bk, odd=dmma)
-            tail = 0
-            if count == 1 and splits == 1 and not dmma and not tc and uses_stream_k(tile):
-                tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0]
+            streams = count == 1 and splits == 1 and not dmma and not tc and uses_stream_k(tile)
+            tail = grid - stream_k_tail(grid, slots, k, tile.bk)[0] if streams else 0
             seconds = _tune.product_seconds(tile, m, n, k, splits, slots, sms, dtype.itemsize, tail, count,
                                             last_round_alone=dmma, depth=depth)
             seconds = matmul_tc.x3_seconds(seconds, x3, splits, depth) if tc else seconds

@@ -273,14 +273,34 @@ X3_MARGIN = 1.05  # the planner takes them only where its model has them this mu
 X3_ARCHS = (80, 90)
 
 
+# A k from X3_MIN_K to _tune.SMALL_K with both sides of C past _tune.NARROW_SIDE: X3 alone (matmul._plan), before the
+# short-k kernel too (_matmul_routes.short_k_takes, _matmul_batch.small_tile). They outran the short-k kernel, the
+# small-k and the wide register tiles on every such product timed; a narrow C kept its narrow tiles (docs/NOTES.md,
+# session 38). A shallower k was not timed.
+X3_MIN_K = 20
+# An X3 grid of one to two rounds of resident blocks may have k cut into up to X3_WAVE_SPLITS runs: the model then
+# weighs the second round's idle slots against the partial sums (X3 tiles have no stream-K tail). Grids of more rounds
+# ran slower so (docs/NOTES.md, session 38).
+X3_WAVE_SPLITS = 6
+
+
 def x3_offered(dtype, m: int, n: int, k: int, count: int, cc: int) -> tuple[TcTile, ...]:
     """The X3 tiles matmul._plan weighs for `count` m x k x n products of `dtype` on an sm_`cc` GPU: float32 products
-    with k past _tune.SMALL_K and sides within int, on X3_ARCHS."""
+    with k past _tune.SMALL_K, or from X3_MIN_K with both sides of C past _tune.NARROW_SIDE (x3_short_k), and sides
+    within int, on X3_ARCHS."""
     from . import _tune
 
-    if np.dtype(dtype) != np.float32 or k <= _tune.SMALL_K or max(m, n, k) > MAX_DIM or cc not in X3_ARCHS:
+    if np.dtype(dtype) != np.float32 or max(m, n, k) > MAX_DIM or cc not in X3_ARCHS:
         return ()
-    return X3_TILES
+    return X3_TILES if k > _tune.SMALL_K or x3_short_k(m, n, k) else ()
+
+
+def x3_short_k(m: int, n: int, k: int) -> bool:
+    """Whether an m x k x n product's k is short (X3_MIN_K to _tune.SMALL_K) and its C past _tune.NARROW_SIDE on
+    both sides: X3 alone takes it, where x3_offered offers X3 at all."""
+    from . import _tune
+
+    return X3_MIN_K <= k <= _tune.SMALL_K and min(m, n) > _tune.NARROW_SIDE
 
 
 def x3_seconds(modelled: float, copies: tuple[float, float], splits: int, depth: int) -> float:

@@ -308,7 +308,8 @@ def test_cudakit_fp32_x3_0_keeps_float32_on_the_register_tiles():
 
 def test_x3_tiles_are_planned_for_fp32_products_where_offered(monkeypatch):
     """matmul_tc.X3_TILES on a modelled H100 (no GPU, as above): weighed only where the route offers them (x3 not
-    None) for FP32 products with k past SMALL_K (a batch's k whole), their split runs at least X3_MIN_DEPTH deep;
+    None) for FP32 products with k past SMALL_K or a short k (x3_short_k: X3 alone; a batch's k whole), their split
+    runs at least X3_MIN_DEPTH deep;
     taken for the products the probes measured faster (4096^3 1.20x, 4787 x 911 x 2579 1.33x the register tiles),
     left for 512^3 (a split of 128-deep runs measured 0.59x), where their copies cost more than they gain, for FP64
     and on GPUs outside X3_ARCHS."""
@@ -331,13 +332,22 @@ def test_x3_tiles_are_planned_for_fp32_products_where_offered(monkeypatch):
                 tile, splits, depth = mm.plan(0, f32, m, n, k, count, vectors=True, x3=(0.0, 0.0))
                 if tile in matmul_tc.X3_TILES:
                     taken += 1
-                    assert k > _tune.SMALL_K and (count == 1 or splits == 1), (m, n, k, count, splits)
+                    assert k > _tune.SMALL_K or matmul_tc.x3_short_k(m, n, k), (m, n, k)
+                    assert count == 1 or splits == 1, (m, n, k, count, splits)
                     assert splits == 1 or depth >= matmul_tc.X3_MIN_DEPTH, (m, n, k, splits, depth)
                 assert mm.plan(0, f32, m, n, k, count, vectors=True)[0] not in matmul_tc.X3_TILES
         assert taken > 0
         assert mm.plan(0, f32, 4096, 4096, 4096, vectors=True, x3=(0.0, 0.0))[0] in matmul_tc.X3_TILES
         assert mm.plan(0, f32, 4787, 2579, 911, vectors=True, x3=(0.0, 0.0))[0] in matmul_tc.X3_TILES
         assert mm.plan(0, f32, 512, 512, 512, vectors=True, x3=(0.0, 0.0))[0] not in matmul_tc.X3_TILES
+        # a short k (session 38: 1.3-2.7x the short-k and wide tiles), not a shallower one nor a narrow C
+        for count in (1, 8):
+            assert mm.plan(0, f32, 4096, 4096, 32, count, vectors=True, x3=(0.0, 0.0))[0] in matmul_tc.X3_TILES
+            for m, n, k in ((4096, 4096, matmul_tc.X3_MIN_K - 1), (4096, _tune.NARROW_SIDE, 32)):
+                assert mm.plan(0, f32, m, n, k, count, vectors=True, x3=(0.0, 0.0))[0] not in matmul_tc.X3_TILES
+        # a grid of one to two rounds has k cut to fill the second (3372 x 58625 x 935: 1.26x whole), one of more not
+        assert mm.plan(0, f32, 3372, 935, 58625, vectors=True, x3=(0.0, 0.0))[1] > 1
+        assert mm.plan(0, f32, 1297, 4931, 1019, vectors=True, x3=(0.0, 0.0))[1] == 1
         # a batch that fills the GPU, k whole, on 16 bytes or off them (the misaligned build's slowdown)
         for copies in ((0.0, 0.0), (0.0, np.inf)):
             assert mm.plan(0, f32, 512, 512, 512, 64, vectors=True, x3=copies)[0] in matmul_tc.X3_TILES

@@ -315,6 +315,46 @@ def test_x3_batches_read_in_place(cc, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mkn", [(4096, 32, 4096), (3001, 20, 77), (700, 64, 33), (20000, 47, 300)], ids=str)
+def test_a_short_k_takes_x3_past_a_narrow_c(cc, mkn, monkeypatch):
+    """cudakit.matmul on a float32 k from X3_MIN_K to SMALL_K whose C is past NARROW_SIDE on both sides: X3 alone, on
+    every layout and as a batch (B broadcast), each into a poisoned output within float32's bound; one shallower k
+    and a narrow C keep the short-k kernel and the narrow tiles."""
+    _skip_unsupported("mma_sync", "float32", cc)
+    import cudakit
+    from cudakit import _matmul_batch, _matmul_routes, _tune
+
+    if cc not in matmul_tc.X3_ARCHS or not _matmul_routes.X3:
+        pytest.skip(f"X3 runs on sm_{matmul_tc.X3_ARCHS} with CUDAKIT_FP32_X3 on")
+    calls = []
+    for name in ("x3_launcher", "x3_batch_launches"):
+        real = getattr(matmul_tc, name)
+        monkeypatch.setattr(matmul_tc, name, lambda *args, real=real: calls.append(args) or real(*args))
+    monkeypatch.setattr(_matmul_routes, "_routes", {})
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
+    m, k, n = mkn
+    for oa, ob in [("C", "C"), ("T", "T"), ("C", "T"), ("T", "C")]:
+        A, B = _operand((m, k), np.float32, oa), _operand((k, n), np.float32, ob)
+        out = poisoned((m, n), np.float32)
+        del calls[:]
+        cudakit.matmul(A, B, out=out)
+        assert calls, f"{mkn} {oa}/{ob} did not take X3"
+        _float32_bound(out, A, B, f"{mkn} {oa}/{ob}")
+    A, B = random_array((3, m, k), np.float32), random_array((k, n), np.float32)
+    out = poisoned((3, m, n), np.float32)
+    del calls[:]
+    cudakit.matmul(A, B, out=out)
+    assert calls, f"3 x {mkn} did not take X3"
+    for i in range(3):
+        _float32_bound(out[i], A[i], B, f"3 x {mkn}, product {i}")
+    for shallow in ((m, matmul_tc.X3_MIN_K - 1, n), (m, k, _tune.NARROW_SIDE)):
+        A, B = random_array(shallow[:2], np.float32), random_array(shallow[1:], np.float32)
+        del calls[:]
+        _float32_bound(cudakit.matmul(A, B), A, B, f"{shallow}")
+        assert not calls, f"{shallow} took X3"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", NAMES)
 def test_odd_large_shape(cc, name):
     _skip_unsupported("mma_sync", name, cc)

@@ -354,7 +354,9 @@ def test_a_short_k_takes_the_small_product_kernel(dtype_mkn, monkeypatch):
     import cupy
 
     dtype, (m, k, n) = dtype_mkn
-    assert _matmul_routes.short_k_takes(np.dtype(dtype), m, n, k)
+    monkeypatch.setattr(_matmul_routes, "X3", False)  # (where X3 runs, it takes FP32's k from X3_MIN_K: below)
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
+    assert _matmul_routes.short_k_takes(np.dtype(dtype), m, n, k, 0)
     views = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
     assert routed_on_every_layout("short_k_launcher", (m, k, n), dtype, monkeypatch, views) == [1] * 5
     a, b = random_array((3, m, k), dtype), random_array((k, n), dtype)  # a batch, B broadcast
@@ -372,15 +374,25 @@ def test_a_short_k_takes_the_small_product_kernel(dtype_mkn, monkeypatch):
         assert routed_on_every_layout("short_k_launcher", narrow, dtype, monkeypatch, views) == []
 
 
-def test_short_k_takes_fp64_to_its_depth_and_fp32_past_a_narrow_c():
+def test_short_k_takes_fp64_to_its_depth_and_fp32_past_a_narrow_c(monkeypatch):
+    """(No GPU: on a modelled sm_86, where X3 is not offered, then on sm_90, where X3 takes FP32's short k from
+    matmul_tc.X3_MIN_K past a narrow C.)"""
+    from cudakit import matmul_tc
+
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
-    take = _matmul_routes.short_k_takes
+    monkeypatch.setattr(mm, "_compute_capability", lambda device_id: 86)
+    take = lambda dtype, m, n, k: _matmul_routes.short_k_takes(dtype, m, n, k, 0)  # noqa: E731
     assert take(f64, 40, 9, _matmul_batch.SHORT_K_F64) and not take(f64, 4000, 4000, _matmul_batch.SHORT_K_F64 + 1)
     assert take(f32, 33, 33, _matmul_batch.SHORT_K_F32) and not take(f32, 1000, 1000, _matmul_batch.SHORT_K_F32 + 1)
     assert take(f32, 1024, 1024, _matmul_batch.SHORT_K_F32_MID) and take(f32, 6000, 6000, _matmul_batch.SHORT_K_F32_MID)
     assert not take(f32, 8192, 8192, _matmul_batch.SHORT_K_F32 + 1)  # a C past SHORT_K_F32_MID_C
     assert not take(f32, 4000, 4000, _matmul_batch.SHORT_K_F32_MID + 1)
     assert not take(f32, 4000, _tune.NARROW_SIDE, 1) and not take(f32, _tune.NARROW_SIDE, 4000, 1)
+    monkeypatch.setattr(mm, "_compute_capability", lambda device_id: 90)
+    monkeypatch.setattr(_matmul_routes, "X3", True)
+    short = matmul_tc.X3_MIN_K - 1
+    assert take(f32, 1024, 1024, short) and not take(f32, 1024, 1024, short + 1) and take(f64, 40, 9, short + 1)
+    assert not take(f32, 4000, _tune.NARROW_SIDE, short + 1) and not take(f32, 4000, 4000, _matmul_batch.SHORT_K_F32_MID)
 
 
 def test_short_k_takes_the_tile_padding_c_least():

@@ -50,7 +50,7 @@ def plan_name(A, B) -> str:
     if m == 1 or n == 1:
         return "matvec"
     if hasattr(routes, "short_k_takes"):
-        if routes.short_k_takes(A.dtype, m, n, k):
+        if routes.short_k_takes(A.dtype, m, n, k, dev):
             return "short_k"
     elif A.dtype == np.float64 and k <= getattr(_matmul_batch, "SHORT_K_F64", 0):  # (trees before session 27)
         return "short_k"

@@ -319,6 +319,7 @@ def x3_tiles(small: bool) -> int:
     runs = 0
     for tile in matmul_tc.X3_TILES:
         for (m, k, n), wanted in [((tile.bm + 4, 3 * tile.bk + 4, tile.bn + 4), 1),
+                                  ((tile.bm + 4, matmul_tc.X3_MIN_K, tile.bn + 4), 1),  # (the shortest k planned)
                                   ((tile.bm - 4, 304, tile.bn + 8), 3)]:
             splits, depth = _tune.split_depth(k, wanted, tile.bk)
             for oa, ob in (("C", "C"), ("F", "F"), ("C", "F")):
