@@ -207,6 +207,14 @@ def planned(m: int, n: int, k: int, device_id: int, count: int = 1) -> bool:
             and any(fits(t, device_id) for t in PLANNED))
 
 
+def batch_planned(m: int, n: int, k: int, device_id: int, count: int) -> bool:
+    """Whether matmul's planner puts `count` m x k x n FP64 products (a batch) that `planned` leaves (a narrow C, or
+    too few tiles) on SMALLEST alone, k whole: sm_80 and later with room for it, k at least MIN_DEPTH, and its grid
+    within one round of its resident blocks (there the register tiles leave SMs idle too; session 38: 1.0-2.7x them)."""
+    return (count > 1 and k >= MIN_DEPTH and _tune.compute_capability(device_id) >= 80 and fits(SMALLEST, device_id)
+            and count * -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) <= resident(SMALLEST, device_id))
+
+
 def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
     """Whether matmul's planner weighs split_plan's tile with k split for an m x k x n FP64 product: sm_80 and later, k
     at least LONG_DEPTH, C short of one SMALLEST tile per SM, and a SPLIT_TILES tile that fits."""

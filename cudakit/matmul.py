@@ -40,8 +40,7 @@ BLOCKTILE_2D = {F32: simt(128, 128, 8, 64, 32, 8, 8, min_blocks=2, stages=1, war
                 F64: simt(128, 128, 8, 64, 32, 8, 8, stages=1, warp_tiled=False)}
 WARP_TILED = {F32: simt(128, 128, 8, 64, 32, 8, 8, min_blocks=2, stages=1),
               F64: simt(128, 128, 8, 64, 32, 8, 8, stages=1)}
-DOUBLE_BUFFERED = {F32: simt(128, 128, 8, 64, 32, 8, 8, min_blocks=2),
-                   F64: simt(128, 128, 8, 64, 32, 8, 8)}
+DOUBLE_BUFFERED = {F32: simt(128, 128, 8, 64, 32, 8, 8, min_blocks=2), F64: simt(128, 128, 8, 64, 32, 8, 8)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,8 +76,7 @@ def _seed_run(name: str, block: int, dynamic: bool = False, pad: bool = False):
         if gy > MAX_GRID_Y:
             raise ValueError(f"cudakit.matmul: variant {name!r} has a 2-D grid of at most {MAX_GRID_Y} blocks in y; "
                              f"A {A.shape} @ B {B.shape} needs {gy} (use variant='fast')")
-        A = A if A.flags.c_contiguous else cupy.ascontiguousarray(A)  # seeds read C order only
-        B = B if B.flags.c_contiguous else cupy.ascontiguousarray(B)
+        A, B = cupy.ascontiguousarray(A), cupy.ascontiguousarray(B)  # seeds read C order only (a no-op if so)
         fn = kernel(FAMILY, instantiation(name, A.dtype), seed_instantiations(A.dtype))
         args = (A, B, out, np.int64(m), np.int64(n), np.int64(k))
         smem = 0
@@ -204,13 +202,13 @@ def plan(device_id: int, dtype, m: int, n: int, k: int, count: int = 1, pipeline
 @functools.lru_cache(maxsize=4096)
 def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int, count: int,
           pipelined: bool = True, vectors: bool = False, x3: tuple | None = None) -> tuple[Tile, int, int]:
-    """(tile, splits, depth) of the fast variant's tiled product: of the tuned pair (and, for FP32, the 64 x 64 tile
-    between them; for a short k, the tile with the most blocks per SM alone, or beside it _tune.WIDE_TILE where
-    _wide_takes; for FP64 that _dmma.planned, its tiles alone, k whole; that _dmma.split_planned, _dmma.split_plan's
-    beside the others), the tile and the split of k into `splits` runs of `depth` whose modelled time
-    (_tune.product_seconds) is least. `count` products launched together (a batch) keep k whole; a batch that
-    _wide_takes weighs _tune.WIDE_TILE alone (beside X3). One product with k past _tune.SMALL_K also weighs
-    _tune.SPLIT_TILES, k split only. Where x3 is given, matmul_tc.x3_offered's tiles besides (alone: x3_short_k)."""
+    """(tile, splits, depth) of the fast variant's tiled product: the tile and split of k into `splits` runs of
+    `depth` whose modelled time (_tune.product_seconds) is least, of: the tuned pair (FP32: and the 64 x 64 tile
+    between them); for a short k, the tile with the most blocks per SM, and _tune.WIDE_TILE where _wide_takes (a
+    batch: it alone, beside X3); for FP64 that _dmma.planned, its tiles alone, k whole (_dmma.batch_planned: SMALLEST
+    alone); that _dmma.split_planned, _dmma.split_plan's besides. `count` products launched together (a batch) keep k
+    whole; one with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES, k split only. Where x3 is given,
+    matmul_tc.x3_offered's tiles besides (alone: x3_short_k)."""
     large, small = pair
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     x3_tiles = () if x3 is None else matmul_tc.x3_offered(dtype, m, n, k, count, _compute_capability(device_id))
@@ -228,6 +226,8 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     whole, long_split = pipelined and _dmma.planned(m, n, k, device_id, count), None
     if whole:
         tiles = tuple(t for t in _dmma.PLANNED if _dmma.fits(t, device_id))
+    elif pipelined and _dmma.batch_planned(m, n, k, device_id, count):
+        whole, tiles = True, (_dmma.SMALLEST,)
     elif pipelined and count == 1 and _dmma.split_planned(m, n, k, device_id):
         long_split = _dmma.split_plan(m, n, k, device_id)
         tiles += long_split[:1]

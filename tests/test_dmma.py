@@ -173,11 +173,13 @@ def test_every_tile_on_a_deep_product():
 @pytest.mark.gpu
 @pytest.mark.parametrize("shapes", [((12, 600, 264), (12, 264, 700)), ((3, 4, 600, 264), (4, 264, 700)),
                                     ((3, 1, 300, 512), (1, 5, 512, 1000)), ((12, 600, 265), (12, 265, 700)),
-                                    ((9, 300, 513), (9, 513, 701))], ids=str)
+                                    ((9, 300, 513), (9, 513, 701)), ((22, 536, 929), (22, 929, 11)),
+                                    ((17, 304, 796), (17, 796, 57))], ids=str)
 def test_a_batch_that_fills_the_gpu_takes_the_pipelined_kernel(shapes, monkeypatch):
     """cudakit.matmul's fast variant puts an FP64 batch whose products together give most SMs a 64 x 64 tile
-    (_dmma.planned) on this kernel, one launch per evenly spaced run of products (broadcast batch axes read in place),
-    an odd k or n (lines and batch steps off 16 bytes, read in 8-byte halves) too; the output poisoned first."""
+    (_dmma.planned), or a narrow C or too few tiles within one round (_dmma.batch_planned), on this kernel, one launch
+    per evenly spaced run of products (broadcast batch axes read in place), an odd k or n (lines and batch steps off
+    16 bytes, read in 8-byte halves) too; the output poisoned first."""
     import cupy
 
     import cudakit

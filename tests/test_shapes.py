@@ -706,8 +706,8 @@ def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch)
     """On a modelled H100 (no GPU: 132 SMs, its shared memory, the tiles' resident blocks as their registers and
     shared memory allow): FP64 products at least _dmma.MIN_DEPTH deep whose C, all of a batch's products together,
     gives most SMs a 64 x 64 tile plan on _dmma.PLANNED, k whole (session 37: 0.61-0.81x cuBLAS on the register tiles,
-    0.88-1.04x on these); a shallower k, a narrow C or too few tiles keep the register tiles; no tile past the shared
-    memory is planned."""
+    0.88-1.04x on these); a batch of a narrow C or too few tiles within one round, on SMALLEST; a shallower k, and
+    one product of a narrow C or too few tiles, keep the register tiles; no tile past the shared memory is planned."""
     from cudakit import _dmma
 
     f64 = np.dtype(np.float64)
@@ -731,8 +731,11 @@ def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch)
         assert pipelined(512, 512, 512, 64) and pipelined(253, 110, 594, 233) and pipelined(1024, 1024, 1024, 10)
         assert pipelined(1433, 235, 1593) and pipelined(4096, 64, 4096) and pipelined(3852, 48, 35072)
         assert not pipelined(3852, 47, 35072) and not pipelined(4096, 40, 4096, 8)  # k under MIN_DEPTH
-        assert not pipelined(536, 929, 11, 22)  # a narrow C
-        assert pipelined(256, 512, 256, 7) and not pipelined(256, 512, 256, 6)  # 112 and 96 tiles: MIN_ROUND of 132
+        assert not pipelined(536, 929, 11) and not pipelined(256, 512, 256)  # a narrow C; 16 tiles
+        # a batch of a narrow C or of too few tiles, within one round of SMALLEST's blocks: SMALLEST alone (session 38)
+        for m, k, n, count in ((536, 929, 11, 22), (256, 512, 256, 6), (304, 796, 57, 17)):
+            assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.SMALLEST, (m, k, n, count)
+        assert not pipelined(536, 929, 11, 1000) and not pipelined(536, 47, 11, 22)  # past one round; k under MIN_DEPTH
         for limit, wanted in ((70 * 1024, _dmma.SMALLEST), (60 * 1024, None)):  # room for 64 x 64 only; for none
             shared[0] = limit
             mm._plan.cache_clear()
