@@ -1,7 +1,7 @@
 """FP64 matrix products on the tensor cores through kernels/matmul_dmma.cu (matmul_dmma_async): a cp.async ring of
 swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant's planner weighs its
-PLANNED tiles alone, k whole, where `planned` holds, and split_plan's tile beside the register tiles for a long k
-(matmul.py); run() takes float64 operands of any layout (2-D, or a batch given as strides); tools/dmma_probe.py
+PLANNED tiles alone, k whole, where `planned` holds (SMALLEST alone where `batch_planned` does), and split_plan's tile
+beside the register tiles for a long k (matmul.py); run() takes float64 operands of any layout (2-D, or a batch given as strides); tools/dmma_probe.py
 times every tile against cuBLAS.
 """
 from __future__ import annotations
@@ -85,6 +85,7 @@ SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 
 # ld leaves every other line so, an offset view with an even ld every line). A product with at least
 # PAD_MIN_FLOPS_PER_BYTE flops per byte of such operands (counted twice where every line is off) reads padded copies
 # instead (matmul.aligned_operand); fewer flops a byte read them in place (docs/NOTES.md, "Odd leading dimensions").
+# A batch is always read in place.
 PAD_MIN_FLOPS_PER_BYTE = 400
 
 
@@ -211,8 +212,10 @@ def batch_planned(m: int, n: int, k: int, device_id: int, count: int) -> bool:
     """Whether matmul's planner puts `count` m x k x n FP64 products (a batch) that `planned` leaves (a narrow C, or
     too few tiles) on SMALLEST alone, k whole: sm_80 and later with room for it, k at least MIN_DEPTH, and its grid
     within one round of its resident blocks (there the register tiles leave SMs idle too; session 38: 1.0-2.7x them)."""
+    grid = count * -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn)  # (the shared memory's bound first: no compile)
     return (count > 1 and k >= MIN_DEPTH and _tune.compute_capability(device_id) >= 80 and fits(SMALLEST, device_id)
-            and count * -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) <= resident(SMALLEST, device_id))
+            and grid <= sm_count(device_id) * (shared_per_block(device_id) // SMALLEST.shared_bytes)
+            and grid <= resident(SMALLEST, device_id))
 
 
 def split_planned(m: int, n: int, k: int, device_id: int) -> bool:

@@ -110,7 +110,7 @@ SHORT_K_F64_BATCH = 16
 SHORT_K_F32 = 31
 SHORT_K_F32_MID, SHORT_K_F32_MID_C = 47, (1 << 20, 48 << 20)
 # Batches of FP32 products at most SHORT_K_F32_BATCH deep whose C is past the small kernel's limits and both its sides
-# past _tune.NARROW_SIDE take the short-k tiles too (0: none)
+# past _tune.NARROW_SIDE take the short-k tiles too (0: none), where X3 does not take them (_batched_launches)
 SHORT_K_F32_BATCH = SHORT_K_F32
 SHORT_K_TILE = (32, 64)
 # FP32's short-k tiles: more of C per block stores it faster; of the two, the one that pads C least, the wider on a
@@ -164,7 +164,8 @@ def small_tile(m: int, n: int, k: int, itemsize: int = 4) -> tuple[int, int] | N
     """The C tile of the small-product kernel for a batch of m x k x n products, or None where the register tiles
     serve. The tile with the least padded C wins, each output weighed by its thread's shared-memory reads per
     multiply-add (a read of B for its OUT outputs besides theirs of A: 1 + 1 / OUT); then the larger tile. Past its
-    limits, a short k still takes it, on the short-k tiles (SHORT_K_F64_BATCH, SHORT_K_F32_BATCH)."""
+    limits, a short k still takes it, on the short-k tiles (SHORT_K_F64_BATCH, SHORT_K_F32_BATCH; _batched_launches
+    gives FP32's to X3 where x3_short_k_takes)."""
     if past_small_limits(m, n, k):
         if itemsize == 8:
             return SHORT_K_TILE if k <= SHORT_K_F64_BATCH else None

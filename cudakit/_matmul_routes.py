@@ -3,10 +3,11 @@
 A small C (not one row or column) whose 8 x 8 parts read the operands at most twice over, with a long k: the dots
 kernel (blocks summing runs of k). A side of C up to 32 with a short k: the skinny kernel (a thread per line of C).
 Otherwise one row or one column: the matvec kernels (they read the matrix once, at memory speed). A short k (up to
-SHORT_K_F64; FP32 up to SHORT_K_F32, or SHORT_K_F32_MID for a mid-size C, where both sides of C pass NARROW_SIDE):
-the small-product kernel (whole rows of C per store). Everything else: the tile and split of k that matmul's time
-model picks: the register tiles (narrow ones for a side of C up to 32) or, for FP64, the pipelined tensor-core DMMA
-kernel's tiles (k whole, or split for a small C with a long k).
+SHORT_K_F64; FP32 up to SHORT_K_F32, or SHORT_K_F32_MID for a mid-size C, where both sides of C pass NARROW_SIDE and
+X3 does not take it from matmul_tc.X3_MIN_K): the small-product kernel (whole rows of C per store). Everything else:
+the tile and split of k that matmul's time model picks: the register tiles (narrow ones for a side of C up to 32), for
+FP32 also three TF32 products (X3), and for FP64 the pipelined tensor-core DMMA kernel's tiles (k whole, or split for a
+small C with a long k).
 """
 from __future__ import annotations
 

@@ -184,6 +184,7 @@ SUM_BYTES_PER_S = 2.8e12  # what the split-k sum's reads and writes move at (the
 LAUNCH_S = 3e-6  # the split-k sum's launch
 STREAM_K_TAIL_COST = 1.4  # a stream-K tail's tiles, shared and summed through memory, against whole tiles
 SMALL_K = 64  # k up to which a product is bound by writing C: the small tile with the most blocks per SM serves
+# (FP32 from matmul_tc.X3_MIN_K with C past NARROW_SIDE: X3, on its GPUs)
 MIN_SPLITS = 3  # fewer shares gain less than the partial sums' extra pass costs (docs/NOTES.md, "matmul.py: split k")
 
 

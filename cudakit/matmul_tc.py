@@ -274,9 +274,9 @@ X3_ARCHS = (80, 90)
 
 
 # A k from X3_MIN_K to _tune.SMALL_K with both sides of C past _tune.NARROW_SIDE: X3 alone (matmul._plan), before the
-# short-k kernel too (_matmul_routes.short_k_takes, _matmul_batch.small_tile). They outran the short-k kernel, the
-# small-k and the wide register tiles on every such product timed; a narrow C kept its narrow tiles (docs/NOTES.md,
-# session 38). A shallower k was not timed.
+# short-k kernel too (_matmul_routes.x3_short_k_takes: 2-D products, and batches past the small kernel's limits). They
+# outran the short-k kernel, the small-k and the wide register tiles on every such product timed but one tiny one; a
+# narrow C kept its narrow tiles (docs/NOTES.md, session 38). A shallower k was not timed.
 X3_MIN_K = 20
 # An X3 grid of one to two rounds of resident blocks may have k cut into up to X3_WAVE_SPLITS runs: the model then
 # weighs the second round's idle slots against the partial sums (X3 tiles have no stream-K tail). Grids of more rounds

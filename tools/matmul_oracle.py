@@ -50,7 +50,11 @@ def plan_name(A, B) -> str:
     if m == 1 or n == 1:
         return "matvec"
     if hasattr(routes, "short_k_takes"):
-        if routes.short_k_takes(A.dtype, m, n, k, dev):
+        try:
+            short = routes.short_k_takes(A.dtype, m, n, k, dev)
+        except TypeError:  # (trees before session 38 take no device)
+            short = routes.short_k_takes(A.dtype, m, n, k)
+        if short:
             return "short_k"
     elif A.dtype == np.float64 and k <= getattr(_matmul_batch, "SHORT_K_F64", 0):  # (trees before session 27)
         return "short_k"
@@ -58,7 +62,8 @@ def plan_name(A, B) -> str:
         return "?"
     try:  # (trees before session 25 plan without the operands' alignment)
         vectors = min(m, n) >= mm.PAD_MIN_DIM or mm.reads_vectors(A, B)
-        tile, splits, _ = mm.plan(dev, A.dtype, m, n, k, vectors=vectors)
+        x3 = mm.matmul_tc.x3_copies(A, B) if getattr(routes, "X3", False) and A.dtype == np.float32 else None
+        tile, splits, _ = mm.plan(dev, A.dtype, m, n, k, vectors=vectors, x3=x3)
     except (AttributeError, TypeError):
         tile, splits, _ = mm.plan(dev, A.dtype, m, n, k)
     return f"{tile.name}" + (f" split{splits}" if splits > 1 else "")

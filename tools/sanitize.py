@@ -244,7 +244,7 @@ def preprocessing() -> int:
 def pipelined_fp64(small: bool) -> int:
     """Every tile of the pipelined FP64 tensor-core kernel in the four layouts (sm_80 and later): odd shapes (every
     other line of an odd leading dimension copied in 8-byte halves), even ones (16-byte chunks), and views 8 bytes
-    past 16-byte alignment with an even leading dimension (every line in halves)."""
+    past 16-byte alignment with an even leading dimension (every line in halves); split runs; a batch of odd steps."""
     from cudakit import _dmma
 
     if int(cupy.cuda.Device().compute_capability) < 80:
@@ -277,6 +277,15 @@ def pipelined_fp64(small: bool) -> int:
             _dmma.split_launcher(A, B, out, tile, 3, 352)(A, B, out)
             assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, "split", oa, ob)
             runs += 1
+    for tile in _dmma.PLANNED:  # a batch of odd steps and lds: every other product starts off 16 bytes
+        count, m, k, n = 3, 67, 37, 69
+        A, B = rand((count, m, k), np.float64), rand((count, k, n), np.float64)
+        out = cupy.empty((count, m, n), np.float64)
+        for args in _dmma.launches(A[0], B[0], out[0], tile, batch=(count, m * k, k * n)):
+            launch(*args)
+        for i in range(count):
+            assert _check.product_error(out[i], A[i], B[i]) <= _check.tolerance(np.float64, k), (tile, "batch", i)
+        runs += 1
     return runs
 
 
