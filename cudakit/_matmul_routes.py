@@ -1,5 +1,6 @@
 """The fast matmul's route for a 2-D product: which kernel takes it, planned once per geometry and remembered.
 
+FP64 with a long k and a C small enough that reading A and B bounds the product: the streaming DMMA kernel (_longk).
 A small C (not one row or column) whose 8 x 8 parts read the operands at most twice over, with a long k: the dots
 kernel (blocks summing runs of k). A side of C up to 32 with a short k: the skinny kernel (a thread per line of C).
 Otherwise one row or one column: the matvec kernels (they read the matrix once, at memory speed). A short k (up to
@@ -17,7 +18,7 @@ import os
 import cupy
 import numpy as np
 
-from . import _args, _dmma, _tune
+from . import _args, _dmma, _longk, _tune
 from ._compile import instantiation, kept, kernel, launch, rebased, resident_blocks
 from ._device import sm_count, sm_threads, workspace
 
@@ -262,6 +263,8 @@ def _route(A, B, out):
     device_id = out.data.device_id
     if out.dtype not in (mm.F32, mm.F64):  # (16-bit operands come here for one row or column only)
         return _matvec_route(A, B, out)
+    if out.dtype == mm.F64 and _longk.takes(m, n, k, device_id):
+        return _longk.launcher(A, B, out, _longk.plan(m, n, k, device_id))
     if min(m, n) > 1 and max(m, n) <= DOTS_MAX_SIDE and k >= DOTS_MIN_DEPTH:  # (before the occupancy query)
         dots = dots_plan(m, k, n, _dots_resident(out.dtype, device_id))
         if dots:

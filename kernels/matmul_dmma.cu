@@ -14,6 +14,7 @@
 // A fragment pairs rows g and g + 8 at one k, which a k-contiguous A holds in two different 16-byte chunks: the
 // compiler then re-pairs its registers with moves, several per mma.
 #include "common.cuh"
+#include "dmma.cuh"
 
 // The mma k depth on sm_90 (8: m16n8k8, 16: m16n8k16). m16n8k16 holds twice the fragments, and the warp tiles
 // here then spill where A is k-contiguous; tools/dmma_probe.py builds it with -DCUDAKIT_DMMA_K=16 to compare.
@@ -22,35 +23,6 @@
 #endif
 
 #define DMMA_GROUP_M 8  // tile-rows one sweep of consecutive blocks covers (they share A's rows and B's columns in L2)
-
-__device__ __forceinline__ unsigned dmma_smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-// 16 bytes global -> shared; `bytes` < 16 reads that many and zero-fills the rest (0: src is never read).
-__device__ __forceinline__ void dmma_cp16(unsigned dst, const void* src, int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-#endif
-}
-// The same 16 bytes as two 8-byte copies (src 8-byte aligned): `doubles` (0, 1, 2) of them read, the rest zero-filled.
-__device__ __forceinline__ void dmma_cp8x2(unsigned dst, const void* src, int doubles) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
-        "cp.async.ca.shared.global.L2::128B [%0], [%1], 8, %2;\n\t"
-        "cp.async.ca.shared.global.L2::128B [%0+8], [%1+8], 8, %3;" ::"r"(dst), "l"(src), "r"(doubles > 0 ? 8 : 0),
-        "r"(doubles > 1 ? 8 : 0) : "memory");
-#endif
-}
-__device__ __forceinline__ void dmma_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void dmma_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
 
 // One operand's slice in shared memory, laid out as global memory holds it (cp.async copies 16-byte chunks as they
 // are): KC, BMN lines of BK doubles (k contiguous); else BK lines of BMN doubles. Chunk c of line r sits at
@@ -240,28 +212,14 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)
             }
         };
         auto mma = [](double(&c)[4], const double(&a)[4 * DEPTH], const double(&b)[2 * DEPTH]) {
-#if __CUDA_ARCH__ >= 900
-            if constexpr (DEPTH == 2)
+            if constexpr (DEPTH == 2)  // (sm_90 only)
                 asm("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
                     "{%4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3};"
                     : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
                     : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
                       "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
             else
-                asm("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                    "{%8, %9}, {%0, %1, %2, %3};"
-                    : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
-                    : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
-#else
-            // m8n8k4: rows g (c0, c1) and g + 8 (c2, c3), k positions t then t + 4
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
-                        : "+d"(c[2 * h]), "+d"(c[2 * h + 1])
-                        : "d"(a[2 * e + h]), "d"(b[e]));
-#endif
+                dmma_16x8x8(c, a, b);
         };
         // The operand with fewer fragment registers a warp tile is held whole; the other's streams block by block.
 #pragma unroll

@@ -258,14 +258,15 @@ def test_one_row_and_long_k_products(dtype, mkn):
         assert_close(out, ref64(a, b), dtype, k, f"{mkn} {oa}{ob}")
 
 
-def routed_on_every_layout(launcher: str, mkn, dtype, monkeypatch, views, record=lambda args: 1) -> list:
+def routed_on_every_layout(launcher: str, mkn, dtype, monkeypatch, views, record=lambda args: 1,
+                           module=_matmul_routes) -> list:
     """cudakit.matmul on the four layouts of an m x k x n product, then on `views` (A, B) of it, each against
     float64 into a poisoned output, every route planned afresh; returns record(args) of each call of
-    _matmul_routes.<launcher> (the route's maker) that the products made."""
+    module.<launcher> (the route's maker) that the products made."""
     m, k, n = mkn
-    taken, make = [], getattr(_matmul_routes, launcher)
+    taken, make = [], getattr(module, launcher)
     monkeypatch.setattr(_matmul_routes, "_routes", {})
-    monkeypatch.setattr(_matmul_routes, launcher, lambda *args: taken.append(record(args)) or make(*args))
+    monkeypatch.setattr(module, launcher, lambda *args: taken.append(record(args)) or make(*args))
     for oa, ob in (("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")):
         a, b = random_array((m, k), dtype, oa), random_array((k, n), dtype, ob)
         out = poisoned((m, n), dtype)
@@ -315,8 +316,15 @@ DOTS = [(8, 100_003, 13), (16, 70_001, 16), (2, 4096, 2), (3, 50_000, 9), (16, 4
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mkn", DOTS, ids=str)
 def test_tiny_c_with_long_k_takes_the_dots_kernel(dtype, mkn, monkeypatch):
+    """FP32, and FP64 short of what the streaming FP64 kernel takes (_longk.takes: sm_80+, k from MIN_DEPTH), which
+    then takes it on every layout."""
+    from cudakit import _longk
+
     m, k, n = mkn
     views = random_array((2 * m, k), dtype)[::-2], random_array((k, 3 * n), dtype)[:, ::3]
+    if dtype == np.float64 and _longk.takes(m, n, k, 0):
+        assert len(routed_on_every_layout("launcher", mkn, dtype, monkeypatch, views, module=_longk)) == 5
+        return
     taken = routed_on_every_layout("dots_launcher", mkn, dtype, monkeypatch, views, record=lambda args: args[3])
     assert len(taken) == 5 and all(runs > 1 for runs in taken)
 

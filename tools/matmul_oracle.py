@@ -104,6 +104,14 @@ def entries(case, s, fast_only=False):
     if dtype == np.float64 and cc >= 80:  # the pipelined FP64 tensor-core kernel (_dmma)
         from cudakit import _dmma
         out.append(("dmma_pipelined", lambda x: _dmma.run(x["A"], x["B"], x["out"])))
+        try:  # the streaming kernel for a long k (session 39 on)
+            from cudakit import _longk
+        except ImportError:
+            _longk = None
+        if _longk and min(m, n) > 1 and k >= _longk.SLICE:
+            plan = _longk.plan(m, n, k, cupy.cuda.runtime.getDevice())
+            out.append((f"longk_{plan.tile.mt}x{plan.tile.nt}{'T' if plan.swap else ''}",
+                        lambda x: _longk.launcher(x["A"], x["B"], x["out"], plan)(x["A"], x["B"], x["out"])))
     if m == 1 or n == 1:
         out.append(("matvec", lambda x: routes._matvec_product(x["A"], x["B"], x["out"])))
     skinny = routes.skinny_plan(m, k, n, dtype.itemsize)

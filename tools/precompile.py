@@ -17,8 +17,10 @@ import os
 import sys
 import time
 
-FAMILIES = ("matmul", "matmul_dmma", "matmul_tc", "matmul_wgmma", "matvec", "transpose", "dot", "resize", "ceilings")
-MODULES = {"ceilings": "cudakit._ceilings", "matmul_wgmma": "cudakit._hopper", "matmul_dmma": "cudakit._dmma"}
+FAMILIES = ("matmul", "matmul_dmma", "matmul_longk", "matmul_tc", "matmul_wgmma", "matvec", "transpose", "dot",
+            "resize", "ceilings")
+MODULES = {"ceilings": "cudakit._ceilings", "matmul_wgmma": "cudakit._hopper", "matmul_dmma": "cudakit._dmma",
+           "matmul_longk": "cudakit._longk"}
 
 
 def groups(family: str) -> list[tuple[str, ...]]:

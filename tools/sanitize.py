@@ -289,6 +289,34 @@ def pipelined_fp64(small: bool) -> int:
     return runs
 
 
+def long_k_fp64(small: bool) -> int:
+    """Every tile of the streaming FP64 kernel for a long k (sm_80 and later), both orientations, the four layouts,
+    one run and several (the last one short, off the slice), and views that end where their allocation does."""
+    from cudakit import _longk
+
+    if int(cupy.cuda.Device().compute_capability) < 80:
+        return 0
+    runs = 0
+    shapes = [(1, 1, 1), (17, 130, 9)] if small else [(37, 1000, 21), (70, 3001, 45)]
+    ending = lambda rows, cols: rand((rows, cols + 1), np.float64)[:, 1:]
+    for tile in _longk.TILES:
+        for m, k, n in shapes:
+            for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
+                A, B = rand((m, k), np.float64, oa), rand((k, n), np.float64, ob)
+                for swap, count in ((False, 1), (True, 3)):
+                    out = cupy.empty((m, n), np.float64)
+                    _longk.launcher(A, B, out, _longk.plan(m, n, k, 0, tile, swap, count))(A, B, out)
+                    assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, m, k, n, oa, ob)
+                    runs += 1
+        A, B = ending(19, 517), ending(11, 517).T
+        for swap in (False, True):
+            out = cupy.empty((19, 11), np.float64)
+            _longk.launcher(A, B, out, _longk.plan(19, 11, 517, 0, tile, swap, 2))(A, B, out)
+            assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, 517), (tile, "views")
+            runs += 1
+    return runs
+
+
 def tensor_cores(small: bool) -> int:
     """Every tensor-core variant this GPU runs, float16, bfloat16 and TF32, on odd shapes in the four layouts,
     offset (misaligned) views and a batch with a broadcast operand."""
@@ -360,6 +388,7 @@ PARTS = {
     "preprocessing": lambda small: preprocessing(),
     "tensor-cores": tensor_cores,
     "dmma": pipelined_fp64,  # the pipelined FP64 kernel
+    "longk": long_k_fp64,  # the streaming FP64 kernel for a long k
     "tiles": lambda small: simt_tiles(),  # the fast matmul's SIMT tiles, whole and split
     "x3": x3_tiles,
 }

@@ -34,8 +34,8 @@ class MatmulBench(OpBench):
         layouts = [Case(op, f32, (4096,) * 3, order, fast_only=True) for order in ("FC", "CF", "FF")]
         # the shapes drop-in use meets: split k, one row, small k, skinny, batches (the fast variant and CuPy only)
         drop_in = [Case(op, t, d, fast_only=True) for t in (f32, "float64")
-                   for d in ((256, 65536, 256), (128, 4096, 128), (1, 4096, 4096), (4096, 64, 4096), (2**24, 8, 8),
-                             (64, 512, 512, 512), (10000, 32, 32, 32))]
+                   for d in ((256, 65536, 256), (128, 4096, 128), (32, 2**20, 32), (1, 4096, 4096), (4096, 64, 4096),
+                             (2**24, 8, 8), (64, 512, 512, 512), (10000, 32, 32, 32))]
         # the tensor cores: float16 and bfloat16 (bfloat16 where ml_dtypes is installed), TF32 when asked for
         halves = ("float16", "bfloat16") if _ml_dtypes() else ("float16",)
         tensor = [Case(op, t, d, headline=t == "float16" and d == (8192,) * 3) for t in halves
