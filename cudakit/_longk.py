@@ -21,18 +21,20 @@ MAX_GRID_YZ = 65535
 
 @dataclass(frozen=True)
 class LongkTile:
-    """An mt x nt tile of R = P @ Q (mt a multiple of 16, nt of 8) and the cp.async ring's `stages`."""
+    """An mt x nt tile of R = P @ Q (mt a multiple of 16, nt of 8), the cp.async ring's `stages`, and the doubles one
+    copy moves (`chunk`: 1, or 2 where aligned)."""
 
     mt: int
     nt: int
     stages: int
+    chunk: int
 
     @property
     def name(self) -> str:
-        return f"longk_{self.mt}x{self.nt}_s{self.stages}"
+        return f"longk_{self.mt}x{self.nt}_s{self.stages}_c{self.chunk}"
 
     def expression(self, p_kc: bool, q_kc: bool) -> str:
-        return instantiation("matmul_longk", self.mt, self.nt, self.stages, p_kc, q_kc)
+        return instantiation("matmul_longk", self.mt, self.nt, self.stages, self.chunk, p_kc, q_kc)
 
     def expressions(self) -> tuple[str, ...]:
         return tuple(self.expression(p, q) for p in (True, False) for q in (True, False))
@@ -49,15 +51,16 @@ def stage_doubles(mt: int, nt: int, p_kc: bool, q_kc: bool) -> int:
     return lines(mt, p_kc) + lines(nt, q_kc)
 
 
-def _tile(mt: int, nt: int) -> LongkTile:
+def _tile(mt: int, nt: int, chunk: int) -> LongkTile:
     """The tile with as many stages as RING_BYTES holds (within STAGES_RANGE), whatever the layouts."""
     stage = 8 * max(stage_doubles(mt, nt, p, q) for p in (True, False) for q in (True, False))
-    return LongkTile(mt, nt, max(STAGES_RANGE[0], min(STAGES_RANGE[1], RING_BYTES // stage)))
+    return LongkTile(mt, nt, max(STAGES_RANGE[0], min(STAGES_RANGE[1], RING_BYTES // stage)), chunk)
 
 
 RING_BYTES, STAGES_RANGE = 112 * 1024, (3, 8)  # (two blocks an SM where three stages fit)
-TILES = tuple(_tile(mt, nt) for mt, nt in ((16, 8), (32, 8), (48, 8), (64, 8), (32, 16), (64, 16), (48, 24),
-                                             (32, 32)))
+# 16-byte copies ran the tiles of up to 128 registers faster and the larger ones slower (docs/NOTES.md, session 39)
+TILES = tuple(_tile(mt, nt, 2) for mt, nt in ((16, 8), (32, 8), (48, 8), (64, 8), (32, 16))) + tuple(
+    _tile(mt, nt, 1) for mt, nt in ((64, 16), (48, 24), (32, 32)))
 
 
 def instantiation_groups():
@@ -81,13 +84,14 @@ MIN_DEPTH = 16384  # (as _dmma.LONG_DEPTH: shallower products were not timed)
 MIN_RUN = 8 * SLICE  # the least k a run sums: shallower runs add more partial sums than they save
 
 
-def tile_cost(tile: LongkTile, rows: int, cols: int) -> tuple[float, int, int]:
-    """(the model's ns per k step, padded multiply-adds per k step, tiles) of `tile` over an R of rows x cols: the
-    planner takes the least, so that of tiles the model times alike it pads least, then re-reads least."""
+def tile_cost(tile: LongkTile, rows: int, cols: int) -> tuple[float, int, bool, int]:
+    """(the model's ns per k step, padded multiply-adds per k step, whether it copies 8 bytes at a time, tiles) of
+    `tile` over an R of rows x cols: the planner takes the least, so that of tiles the model times alike it pads
+    least, then copies 16 bytes at a time, then re-reads least."""
     tiles_m, tiles_n = -(-rows // tile.mt), -(-cols // tile.nt)
     fmas = tiles_m * tile.mt * tiles_n * tile.nt
     reads = max(8 * (rows + cols) / BYTES_PER_NS, 8 * (tiles_n * rows + tiles_m * cols) / L2_BYTES_PER_NS)
-    return max(reads, fmas / FMAS_PER_NS), fmas, tiles_m * tiles_n
+    return max(reads, fmas / FMAS_PER_NS), fmas, tile.chunk == 1, tiles_m * tiles_n
 
 
 def split_cost(m: int, n: int) -> float:

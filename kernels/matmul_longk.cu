@@ -10,8 +10,8 @@
 // Q[j * ldq + p], else Q[p * ldq + j]. Block (x, y, z) sums k from z * run (at most run of it) for columns x * NT and
 // rows y * MT of R, and stores R(i, j) at R + z * r_run + i * r_row + j * r_col (so the host runs C^T = B^T @ A^T
 // by exchanging the operands and the strides). The blocks of one run are consecutive: those that read the same rows
-// of P or columns of Q run side by side, and all but the first find them in L2. Any shape; offsets are 64-bit; every operand is read with 8-byte copies
-// (any alignment, any ld).
+// of P or columns of Q run side by side, and all but the first find them in L2. Any shape, any ld, any 8-byte aligned
+// operand; offsets are 64-bit.
 #include "common.cuh"
 #include "dmma.cuh"
 
@@ -19,31 +19,37 @@
 #define LONGK_SLICE (LONGK_THREADS / 4)  // k steps a slice: 8 for each warp
 
 // One operand's slices in shared memory: LINES lines of WIDTH doubles, line r at r * LD, laid out as global memory
-// holds them (KC: a line is a row of the tile, k along it; else a line is a k step, the tile's rows along it). Thread
-// tid copies position tid % SPAN of lines tid / SPAN + i * STEP; outside the operand (its rows, or k past the run)
-// it zero-fills, so that padding adds nothing.
-template <int LINES, int WIDTH, int LD, bool KC>
+// holds them (KC: a line is a row of the tile, k along it; else a line is a k step, the tile's rows along it). They
+// move in chunks of CHUNK doubles: thread tid copies chunk tid % SPAN of lines tid / SPAN + i * STEP. A chunk of two
+// goes as one 16-byte copy where it is 16-byte aligned and whole, else as two 8-byte halves (an odd ld leaves every
+// other line so). Outside the operand (its rows, or k past the run) it zero-fills, so that padding adds nothing.
+template <int LINES, int WIDTH, int LD, bool KC, int CHUNK>
 struct LongkLoader {
-    static constexpr int SPAN = WIDTH <= 8 ? 8 : WIDTH <= 16 ? 16 : WIDTH <= 32 ? 32 : 64;
+    static constexpr int CHUNKS = WIDTH / CHUNK;
+    static constexpr int SPAN = CHUNKS <= 4 ? 4 : CHUNKS <= 8 ? 8 : CHUNKS <= 16 ? 16 : CHUNKS <= 32 ? 32 : 64;
     static constexpr int STEP = LONGK_THREADS / SPAN, PASSES = (LINES + STEP - 1) / STEP;
-    static_assert(WIDTH <= 64 && PASSES <= 32, "a line within 64 threads; a bit of each mask a pass");
-    const double* ptr;  // this thread's first element at the run's first k
+    static_assert((CHUNK == 1 || CHUNK == 2) && WIDTH % CHUNK == 0 && LD % CHUNK == 0 && CHUNKS <= 64 && PASSES <= 32,
+                  "whole chunks of 8 or 16 bytes, aligned in shared memory; a bit of each mask a pass");
+    const double* ptr;  // this thread's first chunk at the run's first k
     index_t ld;
-    index_t room;       // k steps of the run past this thread's first one (KC) or its first line (else)
-    unsigned tiled;     // bit i: pass i's element lies in the shared tile (the others are not copied)
+    index_t room;       // k steps of the run from this thread's chunk (KC) or its first line (else)
+    unsigned tiled;     // bit i: pass i's chunk lies in the shared tile (the others are not copied)
     unsigned inside;    // bit i: ... and in the operand's rows (the others are zero-filled)
-    unsigned soff;      // the shared byte offset of its first element
+    int doubles;        // KC: CHUNK; else the doubles of its chunk in the operand's rows (0 to CHUNK)
+    unsigned soff;      // the shared byte offset of its first chunk
     __device__ __forceinline__ LongkLoader(const double* p, index_t ld_, int origin, int extent, index_t k_begin,
                                            index_t k_end, int tid) : ld(ld_), tiled(0), inside(0) {
-        const int line0 = tid / SPAN, pos = tid % SPAN;
+        const int line0 = tid / SPAN, pos = CHUNK * (tid % SPAN);
         soff = 8u * (line0 * LD + pos);
         ptr = KC ? p + (origin + line0) * ld + k_begin + pos : p + (k_begin + line0) * ld + origin + pos;
         room = KC ? k_end - k_begin - pos : k_end - k_begin - line0;
+        const int left = extent - origin - pos;
+        doubles = KC ? CHUNK : left < 0 ? 0 : left < CHUNK ? left : CHUNK;
 #pragma unroll
         for (int i = 0; i < PASSES; ++i) {
             const int line = line0 + i * STEP;
             tiled |= (unsigned)(pos < WIDTH && line < LINES) << i;
-            inside |= (unsigned)(KC ? origin + line < extent : origin + pos < extent) << i;
+            inside |= (unsigned)(KC ? origin + line < extent : doubles > 0) << i;
         }
         inside &= tiled;
     }
@@ -53,14 +59,21 @@ struct LongkLoader {
 #pragma unroll
         for (int i = 0; i < PASSES; ++i) {
             if (!(tiled >> i & 1)) continue;
-            const bool reads = (inside >> i & 1) && (KC ? k0 < room : k0 + i * STEP < room);
-            const double* src = KC ? ptr + i * STEP * ld + k0 : ptr + (k0 + i * STEP) * ld;
-            dmma_cp8(dst + soff + 8u * i * STEP * LD, reads ? src : ptr, reads ? 8 : 0);
+            const index_t left = KC ? room - k0 : room - k0 - i * STEP;  // k steps (KC) or lines left in the run
+            const int have = !(inside >> i & 1) || left <= 0 ? 0 : KC ? (left < CHUNK ? 1 : CHUNK) : doubles;
+            const double* src = have ? (KC ? ptr + i * STEP * ld + k0 : ptr + (k0 + i * STEP) * ld) : ptr;
+            const unsigned to = dst + soff + 8u * i * STEP * LD;
+            if (CHUNK == 1)
+                dmma_cp8(to, src, 8 * have);
+            else if (have != 1 && !(reinterpret_cast<unsigned long long>(src) & 15))
+                dmma_cp16(to, src, 8 * have);
+            else
+                dmma_cp8x2(to, src, have);
         }
     }
 };
 
-template <int MT, int NT, int STAGES, bool P_KC, bool Q_KC>
+template <int MT, int NT, int STAGES, int CHUNK, bool P_KC, bool Q_KC>
 __global__ void __launch_bounds__(LONGK_THREADS, 1)
     matmul_longk(const double* __restrict__ P, const double* __restrict__ Q, double* __restrict__ R, int mr, int nr,
                  index_t k, index_t ldp, index_t ldq, index_t run, index_t r_run, index_t r_row, index_t r_col) {
@@ -71,8 +84,8 @@ __global__ void __launch_bounds__(LONGK_THREADS, 1)
     // 8 modulo 16 (k steps t read two rows of 8 banks apart): a warp's fragment loads touch every bank twice, the
     // least for 256 bytes.
     constexpr int LDP = P_KC ? KS + 4 : MT + (24 - MT % 16) % 16, LDQ = Q_KC ? KS + 4 : NT + (24 - NT % 16) % 16;
-    using LoadP = LongkLoader<P_KC ? MT : KS, P_KC ? KS : MT, LDP, P_KC>;
-    using LoadQ = LongkLoader<Q_KC ? NT : KS, Q_KC ? KS : NT, LDQ, Q_KC>;
+    using LoadP = LongkLoader<P_KC ? MT : KS, P_KC ? KS : MT, LDP, P_KC, CHUNK>;
+    using LoadQ = LongkLoader<Q_KC ? NT : KS, Q_KC ? KS : NT, LDQ, Q_KC, CHUNK>;
     constexpr int SIZE_P = (P_KC ? MT : KS) * LDP, SIZE_Q = (Q_KC ? NT : KS) * LDQ;  // doubles a stage
     extern __shared__ __align__(16) unsigned char longk_bytes[];
     double* const sp = reinterpret_cast<double*>(longk_bytes);
