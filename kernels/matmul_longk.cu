@@ -59,16 +59,19 @@ struct LongkLoader {
 #pragma unroll
         for (int i = 0; i < PASSES; ++i) {
             if (!(tiled >> i & 1)) continue;
-            const index_t left = KC ? room - k0 : room - k0 - i * STEP;  // k steps (KC) or lines left in the run
-            const int have = !(inside >> i & 1) || left <= 0 ? 0 : KC ? (left < CHUNK ? 1 : CHUNK) : doubles;
-            const double* src = have ? (KC ? ptr + i * STEP * ld + k0 : ptr + (k0 + i * STEP) * ld) : ptr;
+            const bool reads = (inside >> i & 1) && (KC ? k0 < room : k0 + i * STEP < room);
+            const double* at = KC ? ptr + i * STEP * ld + k0 : ptr + (k0 + i * STEP) * ld;
+            const double* src = reads ? at : ptr;  // (a select: a branch here split the copies into blocks)
             const unsigned to = dst + soff + 8u * i * STEP * LD;
-            if (CHUNK == 1)
-                dmma_cp8(to, src, 8 * have);
-            else if (have != 1 && !(reinterpret_cast<unsigned long long>(src) & 15))
-                dmma_cp16(to, src, 8 * have);
-            else
-                dmma_cp8x2(to, src, have);
+            if constexpr (CHUNK == 1) {
+                dmma_cp8(to, src, reads ? 8 : 0);
+            } else {
+                const int have = !reads ? 0 : KC && room - k0 < 2 ? 1 : doubles;  // (KC: the run's last odd k step)
+                if (have != 1 && !(reinterpret_cast<unsigned long long>(src) & 15))
+                    dmma_cp16(to, src, 8 * have);
+                else
+                    dmma_cp8x2(to, src, have);
+            }
         }
     }
 };

@@ -2,7 +2,9 @@
 orientations with the planner's runs, and the planner's pick at half and twice its runs, beside cupy.matmul and
 cudakit.matmul (its route today).
 
-    PYTHONPATH=. python3 tools/longk_probe.py [--pick-only] 34x2597332x19:FC ...   (m x k x n, A's and B's orders)
+    PYTHONPATH=. python3 tools/longk_probe.py [--pick-only] [--chunks] 34x2597332x19:FC ...   (m x k x n, A's and B's orders)
+
+--chunks: also the pick's tile and the 8-byte tiles with the other copy width (16 <-> 8 bytes).
 
 Each entry is checked against cupy.matmul first (relative error within _check's float64 tolerance); GPU time is
 cudakit.bench.timing.measure (CUDA events, median); GB/s counts A and B read once.
@@ -28,7 +30,7 @@ def timed(plan, A, B, out, ref, k):
     out.fill(np.nan)
     run(A, B, out)
     err = _check.relative_error(out, ref)
-    label = f"{plan.tile.mt}x{plan.tile.nt}{'T' if plan.swap else ''} r{plan.runs}"
+    label = f"{plan.tile.mt}x{plan.tile.nt}{'T' if plan.swap else ''}c{plan.tile.chunk} r{plan.runs}"
     if not err <= _check.tolerance(np.float64, k):
         return float("inf"), f"{label} WRONG {err:.1e}"
     return timing.measure(lambda i: run(A, B, out), BUDGET)[0].median, label
@@ -48,6 +50,10 @@ def main():
                                                                                      2 * pick.runs)]
         if not pick_only:
             plans += [_longk.plan(m, n, k, 0, t, s) for t in _longk.TILES for s in (False, True) if _longk.fits(t, 0)]
+        if "--chunks" in sys.argv:  # the pick's and the 8-byte tiles' other copy width (modules built here)
+            other = [_longk.LongkTile(t.mt, t.nt, t.stages, 3 - t.chunk) for t in (pick.tile,) + _longk.TILES
+                     if t == pick.tile or t.chunk == 1]
+            plans += [_longk.plan(m, n, k, 0, t, s) for t in dict.fromkeys(other) for s in (False, True)]
         found = [timed(p, A, B, out, ref, k) for p in dict.fromkeys(plans)]
         gbs = (m + n) * k * 8 / 1e9
         print(f"{text:24} cupy {t_cupy * 1e6:.1f} µs ({gbs / t_cupy:.0f} GB/s), fast {t_fast * 1e6:.1f} "
