@@ -84,14 +84,15 @@ MIN_DEPTH = 16384  # (as _dmma.LONG_DEPTH: shallower products were not timed)
 MIN_RUN = 8 * SLICE  # the least k a run sums: shallower runs add more partial sums than they save
 
 
-def tile_cost(tile: LongkTile, rows: int, cols: int) -> tuple[float, int, bool, int]:
-    """(the model's ns per k step, padded multiply-adds per k step, whether it copies 8 bytes at a time, tiles) of
-    `tile` over an R of rows x cols: the planner takes the least, so that of tiles the model times alike it pads
-    least, then copies 16 bytes at a time, then re-reads least."""
+def tile_cost(tile: LongkTile, rows: int, cols: int) -> tuple:
+    """The model's ns per k step of `tile` over an R of rows x cols, then what orders the tiles it times alike: where the
+    multiply-adds bound it, the fewer; then the fewer tiles (less re-read, fewer partial tiles), 16-byte copies, the
+    less padding."""
     tiles_m, tiles_n = -(-rows // tile.mt), -(-cols // tile.nt)
     fmas = tiles_m * tile.mt * tiles_n * tile.nt
     reads = max(8 * (rows + cols) / BYTES_PER_NS, 8 * (tiles_n * rows + tiles_m * cols) / L2_BYTES_PER_NS)
-    return max(reads, fmas / FMAS_PER_NS), fmas, tile.chunk == 1, tiles_m * tiles_n
+    compute = fmas / FMAS_PER_NS
+    return max(reads, compute), fmas if compute >= reads else 0, tiles_m * tiles_n, tile.chunk == 1, fmas
 
 
 def split_cost(m: int, n: int) -> float:

@@ -2,7 +2,7 @@
 orientations with the planner's runs, and the planner's pick at half and twice its runs, beside cupy.matmul and
 cudakit.matmul (its route today).
 
-    PYTHONPATH=. python3 tools/longk_probe.py [--pick-only] [--chunks] 34x2597332x19:FC ...   (m x k x n, A's and B's orders)
+    PYTHONPATH=. python3 tools/longk_probe.py [--pick-only] [--chunks] 34x2597332x19:FC ...  (m x k x n, the orders)
 
 --chunks: also the pick's tile and the 8-byte tiles with the other copy width (16 <-> 8 bytes).
 
