@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass
 
 from . import _tune
-from ._compile import instantiation, kernel, launch, rebased, resident_blocks
+from ._compile import instantiation, kernel, rebased, resident_blocks
 from ._device import shared_per_block, sm_count, workspace
 
 FAMILY = "matmul_longk"

@@ -49,3 +49,11 @@ def poisoned(shape, dtype):
     out = cupy.empty(shape, np.dtype(dtype))
     poison(out)
     return out
+
+
+def product_operands(spec: str, dtype):
+    """A probe's product "MxKxN:AB" (m x k x n, A's and B's orders, C or F): fresh A and B, a poisoned C, (m, k, n)."""
+    dims, orders = spec.split(":")
+    m, k, n = map(int, dims.split("x"))
+    a, b = random_array((m, k), dtype, orders[0]), random_array((k, n), dtype, orders[1])
+    return a, b, poisoned((m, n), dtype), (m, k, n)

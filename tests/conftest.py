@@ -136,3 +136,11 @@ def assert_tensor_core_product(out, A, B, what: str) -> None:
     err = _check.product_error(out, A, B)
     bound = _check.tf32_tolerance(k) if out.dtype.name == "float32" else _check.tolerance(out.dtype, k)
     assert err <= bound, f"{what}: relative error {err:.3e} > {bound:.2e}"
+
+
+def needs_sm80():
+    """Skip the calling test where the GPU has no FP64 tensor cores (before sm_80)."""
+    import cupy
+
+    if int(cupy.cuda.Device().compute_capability) < 80:
+        pytest.skip("FP64 tensor cores need sm_80")

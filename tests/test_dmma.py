@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cudakit import _check, _compile, _dmma
-from conftest import assert_close, assert_compiles_without_spills, poisoned, random_array
+from conftest import assert_close, assert_compiles_without_spills, needs_sm80, poisoned, random_array
 
 ORDERS = ("C", "F")  # with A and B each: the four (A_KC, B_KC) instantiations
 SHAPES = [(1, 1, 1), (17, 33, 65), (7, 1, 9), (130, 12, 15), (200, 129, 260), (257, 300, 131)]
@@ -27,13 +27,6 @@ def test_tiles_are_distinct_and_fit():
         assert t.threads <= 1024 and t.shared_bytes <= 227 * 1024, t
 
 
-def _needs_sm80():
-    import cupy
-
-    if int(cupy.cuda.Device().compute_capability) < 80:
-        pytest.skip("FP64 tensor cores need sm_80")
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("tile", _dmma.TILES, ids=lambda t: t.name)
 @pytest.mark.parametrize("a_order", ORDERS)
@@ -41,7 +34,7 @@ def _needs_sm80():
 def test_shapes_and_layouts(tile, a_order, b_order):
     import cupy
 
-    _needs_sm80()
+    needs_sm80()
     for m, k, n in SHAPES:
         A, B = random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)
         out = poisoned((m, n), np.float64)
@@ -56,7 +49,7 @@ def test_c_order_a_both_ways(tile, b_order):
     """Two C-order operands run as C^T = B^T @ A^T by default; both orders of B run either way when asked."""
     import cupy
 
-    _needs_sm80()
+    needs_sm80()
     for m, k, n in SHAPES:
         A, B = random_array((m, k), np.float64), random_array((k, n), np.float64, b_order)
         ref = cupy.matmul(A, B)
@@ -75,7 +68,7 @@ def test_launcher_on_fresh_operands(a_order, b_order):
     every call; even ones in 16-byte chunks."""
     import cupy
 
-    _needs_sm80()
+    needs_sm80()
     for m, k, n in [(70, 1001, 50), (130, 514, 34), (4001, 41, 3999)]:
         made = [(random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)) for _ in "ab"]
         a, b = _dmma._operands(*made[0])
@@ -96,7 +89,7 @@ def test_split_launcher_on_fresh_operands(a_order, b_order):
     chunks (off 16-byte alignment, an odd leading dimension, no unit stride) gets None."""
     import cupy
 
-    _needs_sm80()
+    needs_sm80()
     m, k, n = 70, 4130, 50  # even sides: read in place in every layout
     for tile in (t for t in dict.fromkeys(_dmma.PLANNED + _dmma.SPLIT_TILES) if _dmma.fits(t, 0)):
         for splits, depth in [(5, 832), (3, 1392), (1, k)]:  # (4 runs of 832 and one of 802, ...)
@@ -127,7 +120,7 @@ def test_split_launcher_on_fresh_operands(a_order, b_order):
 def test_transposed_views_and_misaligned_operands():
     import cupy
 
-    _needs_sm80()
+    needs_sm80()
     m, k, n = 75, 133, 91
     A = random_array((k, m + 1), np.float64)[:, 1:].T  # an offset base: 8 bytes past 16-byte alignment
     B = random_array((n, k), np.float64).T
@@ -144,7 +137,7 @@ def test_transposed_views_and_misaligned_operands():
 def test_batch_with_a_broadcast_operand(broadcast):
     import cupy
 
-    _needs_sm80()
+    needs_sm80()
     count, m, k, n = 5, 71, 37, 50  # (A's lines and products an odd number of doubles apart: 8-byte halves)
     A = random_array((1 if broadcast == "A" else count, m, k), np.float64)
     B = random_array((1 if broadcast == "B" else count, k, n), np.float64)
@@ -160,7 +153,7 @@ def test_batch_with_a_broadcast_operand(broadcast):
 def test_every_tile_on_a_deep_product():
     import cupy
 
-    _needs_sm80()
+    needs_sm80()
     m, k, n = 300, 1001, 260
     A, B = random_array((m, k), np.float64), random_array((k, n), np.float64)
     ref = cupy.matmul(A, B)
@@ -185,7 +178,7 @@ def test_a_batch_that_fills_the_gpu_takes_the_pipelined_kernel(shapes, monkeypat
     import cudakit
     from cudakit import _matmul_batch
 
-    _needs_sm80()
+    needs_sm80()
     taken = []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})  # (planned afresh)
     monkeypatch.setattr(_dmma, "launches", lambda *a, make=_dmma.launches, **k: taken.append(a[3]) or make(*a, **k))
@@ -212,7 +205,7 @@ def test_tiles_too_big_for_the_shared_memory_are_not_planned(monkeypatch):
     register tiles)."""
     import importlib
 
-    _needs_sm80()
+    needs_sm80()
     mm = importlib.import_module("cudakit.matmul")
     limit = [70 * 1024]
     monkeypatch.setattr(_dmma, "shared_per_block", lambda device_id: limit[0])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cudakit import _compile, _longk
-from conftest import assert_close, assert_compiles_without_spills, poisoned, random_array
+from conftest import assert_close, assert_compiles_without_spills, needs_sm80, poisoned, random_array
 
 ORDERS = ("C", "F")
 # (m, k, n): edge tiles on both sides, k short of a slice, a slice and one more, and many slices
@@ -55,13 +55,6 @@ def test_the_route_takes_a_small_c_with_a_long_k(monkeypatch, m, n, k, takes):
     assert _longk.takes(m, n, k, 0) == takes
 
 
-def _needs_sm80():
-    import cupy
-
-    if int(cupy.cuda.Device().compute_capability) < 80:
-        pytest.skip("FP64 tensor cores need sm_80")
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("tile", _longk.TILES, ids=lambda t: t.name)
 @pytest.mark.parametrize("a_order", ORDERS)
@@ -69,7 +62,7 @@ def _needs_sm80():
 def test_every_tile_orientation_and_layout(tile, a_order, b_order):
     import cupy
 
-    _needs_sm80()
+    needs_sm80()
     for m, k, n in SHAPES:
         A, B = random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)
         ref = cupy.matmul(A, B)
@@ -87,7 +80,7 @@ def test_views_and_copies_on_fresh_operands():
     (read in place, 8 bytes at a time) and an operand without a unit stride (copied on every call)."""
     import cupy
 
-    _needs_sm80()
+    needs_sm80()
     m, k, n = 21, 20001, 13
     for make_a, make_b in [
         (lambda: random_array((m + 1, k + 3), np.float64)[1:, 3:], lambda: random_array((k, n + 1), np.float64)[:, 1:]),
@@ -111,10 +104,11 @@ def test_the_fast_variant_routes_a_long_k_here(monkeypatch, a_order, b_order):
 
     import cudakit
 
-    _needs_sm80()
+    needs_sm80()
     routes = importlib.import_module("cudakit._matmul_routes")
     made = []
-    monkeypatch.setattr(routes._longk, "launcher", lambda *a, make=routes._longk.launcher: made.append(a[3]) or make(*a))
+    make = routes._longk.launcher
+    monkeypatch.setattr(routes._longk, "launcher", lambda *a: made.append(a[3]) or make(*a))
     monkeypatch.setattr(routes, "_routes", {})
     for m, k, n in [(34, 259733, 19), (7, 120289, 144), (48, 93837, 3), (2, 16384, 2)]:
         A, B = random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)

@@ -18,7 +18,7 @@ import numpy as np
 import cudakit
 from cudakit import _check, _dmma, _tune
 from cudakit.bench import timing
-from cudakit.testing import poisoned, random_array
+from cudakit.testing import product_operands
 
 mm = importlib.import_module("cudakit.matmul")
 BUDGET = timing.Budget(row_s=0.05, min_runs=3, max_runs=60)
@@ -49,10 +49,8 @@ def entries(A, B, out, ref, k, tiles):
 def main():
     tiles = _dmma.TILES if "--all-tiles" in sys.argv else tuple(dict.fromkeys(_dmma.PLANNED + _dmma.SPLIT_TILES))
     for text in (a for a in sys.argv[1:] if a != "--all-tiles"):
-        dims, order = text.split(":")
-        m, k, n = map(int, dims.split("x"))
-        A, B = random_array((m, k), np.float64, order[0]), random_array((k, n), np.float64, order[1])
-        out, ref = poisoned((m, n), np.float64), cupy.matmul(A, B)
+        A, B, out, (m, k, n) = product_operands(text, np.float64)
+        ref = cupy.matmul(A, B)
         t_cupy = timing.measure(lambda i: cupy.matmul(A, B), BUDGET)[0].median
         t_fast = timing.measure(lambda i: cudakit.matmul(A, B, out=out, check=False), BUDGET)[0].median
         tile, splits, _ = mm.plan(0, np.float64, m, n, k)
