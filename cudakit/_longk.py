@@ -102,8 +102,9 @@ def split_cost(m: int, n: int) -> float:
 
 def takes(m: int, n: int, k: int, device_id: int) -> bool:
     """Whether matmul's route puts an m x k x n FP64 product here: sm_80 and later, k at least MIN_DEPTH, C neither
-    one row nor one column (the matvec kernels read the matrix once), and the model's best tile ahead of the split."""
-    if k < MIN_DEPTH or min(m, n) < 2 or _tune.compute_capability(device_id) < 80:
+    one row nor one column (the matvec kernels read the matrix once) nor past the grid's tiles of 16 rows, and the
+    model's best tile ahead of the split."""
+    if k < MIN_DEPTH or min(m, n) < 2 or max(m, n) > 16 * MAX_GRID_YZ or _tune.compute_capability(device_id) < 80:
         return False
     options = [t for t in TILES if fits(t, device_id)]
     return bool(options) and min(tile_cost(t, *o)[0] for t in options for o in ((m, n), (n, m))) < split_cost(m, n)

@@ -47,7 +47,8 @@ def test_the_cost_model_prefers_little_padding_and_the_runs_cover_k(monkeypatch,
 
 @pytest.mark.parametrize("m, n, k, takes", [(34, 19, 2597332, True), (7, 144, 1202891, True), (32, 32, 10**6, True),
                                             (64, 64, 10**6, False), (128, 128, 300000, False),
-                                            (34, 19, _longk.MIN_DEPTH - 1, False), (1, 50, 10**6, False)])
+                                            (34, 19, _longk.MIN_DEPTH - 1, False), (1, 50, 10**6, False),
+                                            (2, 16 * 65535 + 1, _longk.MIN_DEPTH, False)])
 def test_the_route_takes_a_small_c_with_a_long_k(monkeypatch, m, n, k, takes):
     """A C whose padded tiles cost less than the DMMA split's 64 x 64 ones, k from MIN_DEPTH, never one row."""
     monkeypatch.setattr(_longk, "fits", lambda tile, device_id: True)
@@ -76,24 +77,26 @@ def test_every_tile_orientation_and_layout(tile, a_order, b_order):
 
 @pytest.mark.gpu
 def test_views_and_copies_on_fresh_operands():
-    """Launches built once run on other operands of the same geometry: offset views with odd leading dimensions
-    (read in place, 8 bytes at a time) and an operand without a unit stride (copied on every call)."""
+    """Launches built once (one run stored straight into C, and the planner's runs) run on other operands and outputs
+    of the same geometry: offset views with odd leading dimensions (every other line off 16 bytes), views 8 bytes off
+    with an even one (every line), and an operand without a unit stride (copied on every call)."""
     import cupy
 
     needs_sm80()
     m, k, n = 21, 20001, 13
     for make_a, make_b in [
-        (lambda: random_array((m + 1, k + 3), np.float64)[1:, 3:], lambda: random_array((k, n + 1), np.float64)[:, 1:]),
+        (lambda: random_array((m + 1, k + 4), np.float64)[1:, 3:], lambda: random_array((k, n + 2), np.float64)[:, 1:]),
+        (lambda: random_array((m, k + 1), np.float64)[:, 1:], lambda: random_array((k + 1, n), np.float64, "F")[1:]),
         (lambda: random_array((m, 2 * k), np.float64)[:, ::2], lambda: random_array((k, n), np.float64, "F")),
     ]:
         A, B = make_a(), make_b()
-        plan = _longk.plan(m, n, k, 0)
-        run = _longk.launcher(A, B, poisoned((m, n), np.float64), plan)
-        for _ in range(2):
-            A, B = make_a(), make_b()
-            out = poisoned((m, n), np.float64)
-            run(A, B, out)
-            assert_close(out, cupy.matmul(A, B), np.float64, k, f"{plan} {A.strides} {B.strides}")
+        for plan in (_longk.plan(m, n, k, 0), _longk.plan(m, n, k, 0, runs=1)):
+            run = _longk.launcher(A, B, poisoned((m, n), np.float64), plan)
+            for _ in range(2):
+                A, B = make_a(), make_b()
+                out = poisoned((m, n), np.float64)
+                run(A, B, out)
+                assert_close(out, cupy.matmul(A, B), np.float64, k, f"{plan} {A.strides} {B.strides}")
 
 
 @pytest.mark.gpu

@@ -303,17 +303,18 @@ def long_k_fp64(small: bool) -> int:
         for m, k, n in shapes:
             for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
                 A, B = rand((m, k), np.float64, oa), rand((k, n), np.float64, ob)
-                for swap, count in ((False, 1), (True, 3)):
+                for swap, count in ((False, 1), (False, 3), (True, 1), (True, 3)):
                     out = cupy.empty((m, n), np.float64)
                     _longk.launcher(A, B, out, _longk.plan(m, n, k, 0, tile, swap, count))(A, B, out)
                     assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, m, k, n, oa, ob)
                     runs += 1
-        A, B = ending(19, 517), ending(11, 517).T
-        for swap in (False, True):
-            out = cupy.empty((19, 11), np.float64)
-            _longk.launcher(A, B, out, _longk.plan(19, 11, 517, 0, tile, swap, 2))(A, B, out)
-            assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, 517), (tile, "views")
-            runs += 1
+        # views that end where their allocation does: k contiguous, then m and n contiguous
+        for A, B in ((ending(19, 517), ending(11, 517).T), (ending(517, 19).T, ending(517, 11))):
+            for swap in (False, True):
+                out = cupy.empty((19, 11), np.float64)
+                _longk.launcher(A, B, out, _longk.plan(19, 11, 517, 0, tile, swap, 2))(A, B, out)
+                assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, 517), (tile, "views")
+                runs += 1
     return runs
 
 
