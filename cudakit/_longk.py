@@ -43,6 +43,11 @@ class LongkTile:
         """The kernel's dynamic shared memory: the ring of slices, or the warps' tiles where they need more."""
         return 8 * max(self.stages * stage_doubles(self.mt, self.nt, p_kc, q_kc), THREADS // 32 * self.mt * self.nt)
 
+    @property
+    def largest_shared_bytes(self) -> int:
+        """shared_bytes of its largest layout: what fits() and resident() count, whichever layout runs."""
+        return max(self.shared_bytes(p, q) for p in (True, False) for q in (True, False))
+
 
 def stage_doubles(mt: int, nt: int, p_kc: bool, q_kc: bool) -> int:
     """One slice of both operands in shared memory (as matmul_longk lays its lines out)."""
@@ -85,9 +90,9 @@ MIN_RUN = 8 * SLICE  # the least k a run sums: shallower runs add more partial s
 
 
 def tile_cost(tile: LongkTile, rows: int, cols: int) -> tuple:
-    """The model's ns per k step of `tile` over an R of rows x cols, then what orders the tiles it times alike: where the
-    multiply-adds bound it, the fewer; then the fewer tiles (less re-read, fewer partial tiles), 16-byte copies, the
-    less padding."""
+    """The model's ns per k step of `tile` over an R of rows x cols, then what orders the tiles it times alike:
+    where the multiply-adds bound it, the fewer; then the fewer tiles (less re-read, fewer partial tiles), 16-byte
+    copies, the less padding."""
     tiles_m, tiles_n = -(-rows // tile.mt), -(-cols // tile.nt)
     fmas = tiles_m * tile.mt * tiles_n * tile.nt
     reads = max(8 * (rows + cols) / BYTES_PER_NS, 8 * (tiles_n * rows + tiles_m * cols) / L2_BYTES_PER_NS)
@@ -126,16 +131,14 @@ def plan(m: int, n: int, k: int, device_id: int, tile: LongkTile | None = None, 
 
 
 def fits(tile: LongkTile, device_id: int) -> bool:
-    return _tune.compute_capability(device_id) >= 80 and max(
-        tile.shared_bytes(p, q) for p in (True, False) for q in (True, False)) <= shared_per_block(device_id)
+    return _tune.compute_capability(device_id) >= 80 and tile.largest_shared_bytes <= shared_per_block(device_id)
 
 
 @functools.lru_cache(maxsize=None)
 def resident(tile: LongkTile, device_id: int) -> int:
     """Blocks of `tile` the GPU holds at once (its largest layout's shared memory) on device_id, the current one."""
-    shared = max(tile.shared_bytes(p, q) for p in (True, False) for q in (True, False))
     fn = kernel(FAMILY, tile.expression(True, False), tile.expressions())
-    return sm_count(device_id) * resident_blocks(fn, THREADS, shared)
+    return sm_count(device_id) * resident_blocks(fn, THREADS, tile.largest_shared_bytes)
 
 
 def launcher(A, B, out, plan: LongkPlan):
