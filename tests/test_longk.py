@@ -85,7 +85,7 @@ def test_views_and_copies_on_fresh_operands():
     needs_sm80()
     m, k, n = 21, 20001, 13
     for make_a, make_b in [
-        (lambda: random_array((m + 1, k + 4), np.float64)[1:, 3:], lambda: random_array((k, n + 2), np.float64)[:, 1:]),
+        (lambda: random_array((m + 1, k + 4), np.float64)[1:, 4:], lambda: random_array((k, n + 2), np.float64)[:, 2:]),
         (lambda: random_array((m, k + 1), np.float64)[:, 1:], lambda: random_array((k + 1, n), np.float64, "F")[1:]),
         (lambda: random_array((m, 2 * k), np.float64)[:, ::2], lambda: random_array((k, n), np.float64, "F")),
     ]:

@@ -1,6 +1,9 @@
 """Timing probe for batches: cudakit.matmul and cudakit.matvec on batched operands against cupy.matmul.
 
     PYTHONPATH=. python3 tools/batched_probe.py [--seed S] [--count N] [--json FILE]
+    PYTHONPATH=. python3 tools/batched_probe.py --shapes float64:456:25:450:15,float32:8951:17:29:107
+
+--shapes times only the batches named (dtype:batch:m:k:n), each with the route its launches took.
 
 The goal shapes of issue 17 (64 x 512^3, 10^4 x 32^3), batched matrix-vector products, then N batched shapes drawn
 as the bench's sweep draws them (C order, batch counts 1 to 10^4). Every result is checked against float64 first;
@@ -9,6 +12,7 @@ timed with cudakit.bench.timing.measure (CUDA events, operand sets rotated past 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import random
 
@@ -16,7 +20,7 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _check
+from cudakit import _check, _dmma, _matmul_batch, _matmul_routes, matmul_tc
 from cudakit.bench import timing
 
 BUDGET = timing.Budget(row_s=0.05, min_runs=5, max_runs=200)
@@ -39,7 +43,25 @@ def draw(rng: random.Random, count: int):
     return shapes
 
 
+matmul = importlib.import_module("cudakit.matmul")  # (the module: cudakit.matmul names the function)
+ROUTES = ((_matmul_batch, "tiny_launches"), (_matmul_batch, "small_launches"), (_matmul_routes, "dots_launches"),
+          (_dmma, "launches"), (matmul_tc, "x3_batch_launches"), (matmul, "tile_launches"))
+taken: list = []
+
+
+def record_routes() -> None:
+    """Each batch launch builder notes its name in `taken` when called."""
+    def noted(module, name, fn):
+        def wrapper(*args, **kwargs):
+            taken.append(f"{module.__name__.split('.')[-1]}.{name}")
+            return fn(*args, **kwargs)
+        return wrapper
+    for module, name in ROUTES:
+        setattr(module, name, noted(module, name, getattr(module, name)))
+
+
 def time_shape(dtype, b, m, k, n):
+    taken.clear()
     per_set = (m * k + k * n + m * n) * b * np.dtype(dtype).itemsize
     sets = []
     for _ in range(timing.sets_past_l2(per_set, cupy.cuda.runtime.getDevice(), max_sets=8)):
@@ -55,7 +77,7 @@ def time_shape(dtype, b, m, k, n):
     ref = timing.measure(lambda i: cupy.matmul(sets[i % len(sets)][0], sets[i % len(sets)][1],
                                                out=sets[i % len(sets)][2]), BUDGET)[0].median
     return {"shape": [dtype, b, m, k, n], "ok": bool(ok), "err": float(err), "fast_us": mine * 1e6,
-            "cupy_us": ref * 1e6, "ratio": ref / mine}
+            "cupy_us": ref * 1e6, "ratio": ref / mine, "route": "+".join(dict.fromkeys(taken)) or "kept"}
 
 
 def main():
@@ -63,15 +85,20 @@ def main():
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--count", type=int, default=60)
     p.add_argument("--json")
+    p.add_argument("--shapes", help="dtype:batch:m:k:n,... (only these)")
     args = p.parse_args()
+    record_routes()
     rows = []
-    for shape in FIXED + draw(random.Random(args.seed), args.count):
+    shapes = FIXED + draw(random.Random(args.seed), args.count)
+    if args.shapes:
+        shapes = [(d, *map(int, rest)) for d, *rest in (s.split(":") for s in args.shapes.split(","))]
+    for shape in shapes:
         row = time_shape(*shape)
         rows.append(row)
         dtype, b, m, k, n = shape
         flag = "" if row["ok"] else f"  WRONG (error {row['err']:.1e})"
         print(f"{dtype} {b} x {m}x{k}x{n}: fast {row['fast_us']:9.1f} us  cupy {row['cupy_us']:9.1f} us  "
-              f"x{row['ratio']:.2f}{flag}", flush=True)
+              f"x{row['ratio']:.2f}  {row['route']}{flag}", flush=True)
     ratios = [r["ratio"] for r in rows]
     print(f"geomean x{np.exp(np.mean(np.log(ratios))):.3f}  median x{np.median(ratios):.3f}  min x{min(ratios):.2f}  "
           f"under 0.9: {sum(r < 0.9 for r in ratios)} of {len(ratios)}")
