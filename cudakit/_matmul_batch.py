@@ -210,22 +210,32 @@ def small_lda(bm: int, itemsize: int) -> int:
 # small-product kernel's threads keep one column each and issue two reads per OUT multiply-adds.
 # A deeper k takes it too, TINY_CHUNK at a time, where the batch gives each SM at least TINY_LONG_K_PER_SM products
 # and one for every TINY_LONG_K_CHUNKS[element size] chunks of k (a block a product: fewer run each chunk's latency
-# exposed), and where it copies A and B by 16 bytes or C is more than one of the dots kernel's parts (a C of one part
-# copied by elements was faster on the dots kernel, which splits k).
+# exposed), where C is more than one of the dots kernel's parts or k at most TINY_ONE_PART_MAX_K (a C of one part over
+# a deeper k ran faster on the dots kernel, whose blocks split k; a shallower one slower: docs/NOTES.md, session 40),
+# and where it reads A's and B's rows in place.
+# With fewer than TINY_SPLIT_BELOW products an SM and a k past TINY_GROUPS[-1] split chunks, each product's k is cut
+# among TINY_GROUPS[-1] groups of a block's threads, each staging its own TINY_SPLIT_CHUNK of k (kernels/matmul.cu):
+# the block keeps that many chunks in flight, and a product takes that many times fewer rounds of chunks.
 TINY_TILES = ((16, 16), (32, 16), (16, 32), (32, 32))
 TINY_MAX_SIDE = 32
 TINY_MAX_K = 64
 TINY_LONG_K_PER_SM, TINY_LONG_K_CHUNKS = 2, {4: 4, 8: 8}
 TINY_COLS = 4  # as in matmul.cu
-TINY_CHUNK = 64  # as in matmul.cu
+TINY_CHUNK, TINY_SPLIT_CHUNK = 64, 32  # as in matmul.cu
+TINY_GROUPS = (1, 4)  # as instantiated
+TINY_SPLIT_BELOW = 16
+TINY_ONE_PART_MAX_K = 640
 
 
 def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0, itemsize: int = 4) -> tuple[int, int] | None:
     """The tiny-product kernel's tile (a whole C) for a batch of m x k x n products, products_per_sm of them an SM,
-    or None where it does not take them."""
+    or None where it does not take them (a deep k: the chunks a product's groups take in turn count)."""
     if max(m, n) > TINY_MAX_SIDE or min(m, n) == 1:
         return None
-    chunks = -(-k // TINY_CHUNK)
+    one_part = m <= mm._matmul_routes.DOTS_PART[0] and n <= mm._matmul_routes.DOTS_PART[1]
+    if one_part and k > TINY_ONE_PART_MAX_K:
+        return None
+    chunks = -(-k // TINY_CHUNK) / tiny_groups(k, products_per_sm)
     per_product = TINY_LONG_K_CHUNKS.get(itemsize, TINY_LONG_K_CHUNKS[4])
     if k > TINY_MAX_K and products_per_sm < max(TINY_LONG_K_PER_SM, chunks / per_product):
         return None
@@ -249,13 +259,22 @@ def tiny_vectors(a0, b0, steps) -> bool:
             and a0.data.ptr % 16 == b0.data.ptr % 16 == 0)
 
 
-def tiny_expression(dtype, tile: tuple[int, int], vec: bool) -> str:
-    return instantiation("matmul_batched_tiny", np.dtype(dtype), *tile, vec)
+def tiny_groups(k: int, products_per_sm: float) -> int:
+    """How many groups of the tiny kernel's threads share each product's k: all of them for fewer than
+    TINY_SPLIT_BELOW products an SM and a k that gives each group TINY_SPLIT_CHUNK more than once."""
+    groups = TINY_GROUPS[-1]
+    return groups if k > groups * TINY_SPLIT_CHUNK and products_per_sm < TINY_SPLIT_BELOW else 1
 
 
-def tiny_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: tuple[int, int, int]) -> list | None:
-    """The launch of `count` products on the tiny-product kernel (as small_launches), or None where a0's or b0's rows
-    are not contiguous (an F-order operand: the small-product kernel reads any strides)."""
+def tiny_expression(dtype, tile: tuple[int, int], vec: bool, groups: int = 1) -> str:
+    return instantiation("matmul_batched_tiny", np.dtype(dtype), *tile, vec, groups)
+
+
+def tiny_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: tuple[int, int, int],
+                  groups: int = 1) -> list | None:
+    """The launch of `count` products on the tiny-product kernel (as small_launches), k shared among `groups` groups
+    of each block's threads, or None where a0's or b0's rows are not contiguous (an F-order operand: the
+    small-product kernel reads any strides)."""
     m, k = a0.shape
     n = b0.shape[1]
     item = a0.itemsize
@@ -265,12 +284,14 @@ def tiny_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: 
     per_vector = 16 // item
     vec = tiny_vectors(a0, b0, steps[:2])
     vec_c = n % TINY_COLS == 0 and steps[2] % per_vector == 0 and c_ptr % 16 == 0
-    fn = kernel(mm.FAMILY, tiny_expression(a0.dtype, tile, vec), mm.seed_instantiations(a0.dtype))
-    kw = -(-min(k, TINY_CHUNK) // per_vector) * per_vector
+    fn = kernel(mm.FAMILY, tiny_expression(a0.dtype, tile, vec, groups), mm.seed_instantiations(a0.dtype))
+    kw = -(-min(k, TINY_CHUNK if groups == 1 else TINY_SPLIT_CHUNK) // per_vector) * per_vector
     pitch = kw + per_vector if kw % (2 * per_vector) == 0 else kw
-    shared = (tile[0] * pitch + kw * tile[1]) * item
-    threads = 8 * tile[1] // TINY_COLS
-    return [(fn, (count,), (threads,), (a0.data.ptr, b0.data.ptr, c_ptr, m, n, k, lda, ldb, *steps, int(vec_c)), shared)]
+    staging = tile[0] * pitch + kw * tile[1]
+    region = staging if groups == 1 else max(staging, tile[0] * tile[1])  # (a group's sums, as matmul.cu lays them)
+    threads = groups * 8 * tile[1] // TINY_COLS
+    return [(fn, (count,), (threads,), (a0.data.ptr, b0.data.ptr, c_ptr, m, n, k, lda, ldb, *steps, int(vec_c)),
+             groups * region * item)]
 
 
 def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
@@ -287,10 +308,10 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     outer, (count, step_a, step_b, step_c) = _nd.batch_runs(batch, *strides)
     device_id, products = c.data.device_id, count * math.prod(s for s, *_ in outer)
     steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))  # every A and B offset
-    tiny = tiny_tile(m, n, k, count / mm.sm_count(device_id), item)  # (a launch a run: its count products together)
+    per_sm = count / mm.sm_count(device_id)  # (a launch a run: its count products together)
+    tiny = tiny_tile(m, n, k, per_sm, item)
     if tiny and k > TINY_MAX_K:
-        one_part = m <= mm._matmul_routes.DOTS_PART[0] and n <= mm._matmul_routes.DOTS_PART[1]
-        if not tiny_reads(a0, b0) or (one_part and not tiny_vectors(a0, b0, steps)):
+        if not tiny_reads(a0, b0):
             tiny = None
     small = None if tiny else small_tile(m, n, k, item)
     if small and past_small_limits(m, n, k) and mm._matmul_routes.x3_short_k_takes(c.dtype, m, n, k, device_id):
@@ -309,7 +330,7 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
         off_c = sum(i * st for i, (_, _, _, st) in zip(idx, outer))
         a_i, b_i, c_ptr = _shifted(a0, off_a), _shifted(b0, off_b), c0.data.ptr + off_c * item
         if tiny:
-            launches += (tiny_launches(tiny, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
+            launches += (tiny_launches(tiny, a_i, b_i, c_ptr, count, (step_a, step_b, step_c), tiny_groups(k, per_sm))
                          or small_launches(small_tile(m, n, k, item), a_i, b_i, c_ptr, count, (step_a, step_b, step_c)))
         elif small:
             launches += small_launches(small, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))

@@ -54,8 +54,8 @@ def seed_instantiations(dtype) -> tuple[str, ...]:
             + tuple(_matmul_batch.small_expression(dtype, tile) for tile in _matmul_batch.SMALL_TILES)
             + tuple(_matmul_batch.small_expression(dtype, tile)
                     for tile in _matmul_batch.SHORT_K_TILES_F32 if dtype.itemsize == 4)
-            + tuple(_matmul_batch.tiny_expression(dtype, tile, vec)
-                    for tile in _matmul_batch.TINY_TILES for vec in (True, False)))
+            + tuple(_matmul_batch.tiny_expression(dtype, tile, vec, groups) for tile in _matmul_batch.TINY_TILES
+                    for vec in (True, False) for groups in _matmul_batch.TINY_GROUPS))
 
 
 @functools.lru_cache(maxsize=None)

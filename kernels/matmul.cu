@@ -968,16 +968,35 @@ __global__ void __launch_bounds__(SMALL_THREADS) matmul_batched_small(const T* _
 }
 
 // ---- Batches of tiny products (m <= BM, n <= BN, both at most 32; rows of A and B contiguous): one block per
-// product, 8 x BN / 4 threads. The block copies A (m x k) and B (k x n) into shared memory as they lie, TINY_CHUNK of
-// k at a time (a short k whole), rows padded: 16 bytes a cp.async where every row starts on 16 bytes (VEC), else an
-// element at a time. Thread (ty, tx) keeps rows ty, ty + 8, ... and columns 4 tx .. 4 tx + 3 of C: per W-deep step
-// of k one vector read per row of A and W reads of its 4 columns of B, for BM / 8 * 4 * W multiply-adds (the
-// small-product kernel's threads do 1 * OUT per two reads). A warp's reads of A hit consecutive rows, which a pitch
-// of 4 (mod 8) words spreads over distinct banks.
+// product, GROUPS groups of 8 x BN / 4 threads. Each group copies a chunk of k of A (m x k) and B (k x n) into shared
+// memory as they lie, rows padded: 16 bytes a cp.async where every row starts on 16 bytes (VEC), else an element at a
+// time. One group takes TINY_CHUNK of k at a time (a short k whole); GROUPS > 1 take consecutive TINY_SPLIT_CHUNKs
+// side by side, so that a deep k with few products per SM keeps GROUPS chunks in flight per block, and add their
+// sums in shared memory in group order at the end. Thread (ty, tx) of a group keeps rows ty, ty + 8, ... and columns
+// 4 tx .. 4 tx + 3 of C: per W-deep step of k one vector read per row of A and W reads of its 4 columns of B, for
+// BM / 8 * 4 * W multiply-adds (the small-product kernel's threads do 1 * OUT per two reads). A warp's reads of A hit
+// consecutive rows, which a pitch of 4 (mod 8) words spreads over distinct banks.
 constexpr int TINY_ROW_THREADS = 8;
 constexpr int TINY_COLS = 4;
-constexpr int TINY_CHUNK = 64;  // the depth of k staged at once: a longer k is summed chunk by chunk
-static_assert(TINY_CHUNK % Vec16<float>::n == 0, "every chunk but the last starts on a whole 16-byte vector");
+constexpr int TINY_CHUNK = 64;  // the depth of k one group stages at once: a longer k is summed chunk by chunk
+constexpr int TINY_SPLIT_CHUNK = 32;  // ... where several groups share the block
+static_assert(TINY_CHUNK % Vec16<float>::n == 0 && TINY_SPLIT_CHUNK % Vec16<float>::n == 0,
+              "every chunk but the last starts on a whole 16-byte vector");
+
+// f(i, j) for the elements e = first, first + step, ... of a rows x cols grid (e = i * cols + j): one division in all.
+template <typename F>
+__device__ __forceinline__ void for_grid(int rows, int cols, int first, int step, F&& f) {
+    int i = first / cols, j = first - i * cols;
+    const int di = step / cols, dj = step - di * cols;
+    for (; i < rows; i += di) {
+        f(i, j);
+        j += dj;
+        if (j >= cols) {
+            j -= cols;
+            ++i;
+        }
+    }
+}
 
 template <typename T>
 __device__ __forceinline__ void copy_chunk_async(T* shared_dst, const T* src, int bytes) {  // bytes < 16: zero-filled
@@ -991,60 +1010,61 @@ __device__ __forceinline__ void copy_chunk_async(T* shared_dst, const T* src, in
 #endif
 }
 
-template <typename T, int BM, int BN, bool VEC>
-__global__ void __launch_bounds__(TINY_ROW_THREADS * BN / TINY_COLS) matmul_batched_tiny(const T* __restrict__ A,
-    const T* __restrict__ B, T* __restrict__ C, int m, int n, int k, index_t lda, index_t ldb, index_t batch_a,
-    index_t batch_b, index_t batch_c, int vec_c) {
+template <typename T, int BM, int BN, bool VEC, int GROUPS>
+__global__ void __launch_bounds__(GROUPS * TINY_ROW_THREADS * BN / TINY_COLS) matmul_batched_tiny(
+    const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int m, int n, int k, index_t lda,
+    index_t ldb, index_t batch_a, index_t batch_b, index_t batch_c, int vec_c) {
     typedef typename Vec16<T>::type V;
     union Lanes { V vector; T lane[Vec16<T>::n]; };
     constexpr int W = Vec16<T>::n, TM = BM / TINY_ROW_THREADS, TX = BN / TINY_COLS, THREADS = TINY_ROW_THREADS * TX;
+    constexpr int CHUNK = GROUPS == 1 ? TINY_CHUNK : TINY_SPLIT_CHUNK;
     static_assert(BM % TINY_ROW_THREADS == 0 && BN % TINY_COLS == 0 && TINY_COLS % W == 0, "tile shape");
-    const int chunk = k < TINY_CHUNK ? k : TINY_CHUNK;  // the depth staged at once
+    const int chunk = k < CHUNK ? k : CHUNK;  // the depth a group stages at once
     const int chunk_w = (chunk + W - 1) / W * W;
     const int pitch = chunk_w % (2 * W) == 0 ? chunk_w + W : chunk_w;  // W (mod 2 W) elements: 4 (mod 8) words
-    T* const As = tile_shared<T>(BM * pitch + chunk_w * BN);  // BM rows of `pitch`, then chunk_w rows of BN
+    const int staging = BM * pitch + chunk_w * BN;  // BM rows of `pitch`, then chunk_w rows of BN
+    const int region = GROUPS == 1 || staging >= BM * BN ? staging : BM * BN;  // a group's: its staging, its sums
+    const int group = GROUPS == 1 ? 0 : (int)threadIdx.x / THREADS;
+    T* const As = tile_shared<T>(GROUPS * region) + group * region;
     T* const Bs = As + BM * pitch;
 
     const index_t z = blockIdx.x;
     A += z * batch_a;
     B += z * batch_b;
     C += z * batch_c;
-    const int t = threadIdx.x;
+    const int t = (int)threadIdx.x - group * THREADS;
     const int tx = t % TX, ty = t / TX;
     T acc[TM][TINY_COLS];
 #pragma unroll
     for (int r = 0; r < TM; ++r)
 #pragma unroll
         for (int c = 0; c < TINY_COLS; ++c) acc[r][c] = T(0);
-    for (int k0 = 0; k0 < k; k0 += chunk) {
-        const int depth = k - k0 < chunk ? k - k0 : chunk;
+    for (int base = 0; base < k; base += GROUPS * chunk) {  // every group passes every barrier
+        const int k0 = base + group * chunk;
+        const int depth = k - k0 < 0 ? 0 : k - k0 < chunk ? k - k0 : chunk;
         const int kw = (depth + W - 1) / W * W;  // this chunk in whole vectors; A's tail and B's rows past it zeros
         const T* a = A + k0;
         const T* b = B + (index_t)k0 * ldb;
-        if (k0) __syncthreads();  // every thread is done with the previous chunk
-        if (VEC) {
-            const int a_chunks = kw / W, b_chunks = (n + W - 1) / W;
-            for (int e = t; e < m * a_chunks; e += THREADS) {
-                const int i = e / a_chunks, p = (e - i * a_chunks) * W;
-                const int bytes = (depth - p < W ? depth - p : W) * (int)sizeof(T);
-                copy_chunk_async(As + i * pitch + p, a + i * lda + p, bytes);
-            }
-            for (int e = t; e < depth * b_chunks; e += THREADS) {
-                const int p = e / b_chunks, j = (e - p * b_chunks) * W;
+        if (base) __syncthreads();  // every thread is done with the previous chunk
+        if (VEC && depth) {
+            for_grid(m, kw / W, t, THREADS, [&](int i, int c) {
+                const int p = c * W;
+                copy_chunk_async(As + i * pitch + p, a + i * lda + p, (depth - p < W ? depth - p : W) * (int)sizeof(T));
+            });
+            for_grid(depth, (n + W - 1) / W, t, THREADS, [&](int p, int c) {
+                const int j = c * W;
                 copy_chunk_async(Bs + p * BN + j, b + p * ldb + j, (n - j < W ? n - j : W) * (int)sizeof(T));
-            }
+            });
             for (int e = t; e < (kw - depth) * BN; e += THREADS) Bs[depth * BN + e] = T(0);
-        } else {
-            for (int e = t; e < m * kw; e += THREADS) {
-                const int i = e / kw, p = e - i * kw;
+        } else if (depth) {
+            for_grid(m, kw, t, THREADS, [&](int i, int p) {
                 if (p < depth) copy_element_async(As + i * pitch + p, a + i * lda + p);
                 else As[i * pitch + p] = T(0);
-            }
-            for (int e = t; e < kw * n; e += THREADS) {
-                const int p = e / n, j = e - p * n;
+            });
+            for_grid(kw, n, t, THREADS, [&](int p, int j) {
                 if (p < depth) copy_element_async(Bs + p * BN + j, b + p * ldb + j);
                 else Bs[p * BN + j] = T(0);
-            }
+            });
         }
         copies_arrived();
 
@@ -1065,6 +1085,23 @@ __global__ void __launch_bounds__(TINY_ROW_THREADS * BN / TINY_COLS) matmul_batc
 #pragma unroll
                     for (int c = 0; c < TINY_COLS; ++c) acc[r][c] += av[r].lane[w] * bv[w][c / W].lane[c % W];
         }
+    }
+    if (GROUPS > 1) {  // groups 1.. leave their sums in their regions; group 0 adds them in order
+        __syncthreads();
+        if (group) {
+#pragma unroll
+            for (int r = 0; r < TM; ++r)
+#pragma unroll
+                for (int c = 0; c < TINY_COLS; ++c) As[(ty + r * TINY_ROW_THREADS) * BN + tx * TINY_COLS + c] = acc[r][c];
+        }
+        __syncthreads();
+        if (group) return;
+        for (int g = 1; g < GROUPS; ++g)
+#pragma unroll
+            for (int r = 0; r < TM; ++r)
+#pragma unroll
+                for (int c = 0; c < TINY_COLS; ++c)
+                    acc[r][c] += As[g * region + (ty + r * TINY_ROW_THREADS) * BN + tx * TINY_COLS + c];
     }
     const int j = tx * TINY_COLS;
     if (j >= n) return;

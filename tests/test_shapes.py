@@ -619,12 +619,13 @@ def test_batches_of_tiny_products_take_the_tiny_kernel(dtype, bmkn, monkeypatch)
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mkn", [(10, 923, 12), (32, 65, 32), (5, 131, 20), (16, 200, 4), (32, 132, 32), (6, 300, 8),
-                                 (5, 131, 7)], ids=str)
+                                 (5, 131, 7), (8, 641, 8)], ids=str)
 def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dtype, mkn, monkeypatch):
-    """Batches of enough products an SM, k past TINY_MAX_K: the tiny kernel, TINY_CHUNK of k at a time (a last chunk
-    partial), where it copies A and B by 16 bytes (contiguous rows whose length is whole vectors; rows padded to them,
-    a last vector partial) or C is more than one part of the dots kernel (rows one element off 16 bytes too); an
-    F-order A elsewhere. Outputs poisoned first."""
+    """Batches of enough products an SM, k past TINY_MAX_K: the tiny kernel, a chunk of k at a time (a last chunk
+    partial; k past TINY_GROUPS[-1] split chunks shared among groups), where C is more than one part of the dots
+    kernel or k at most TINY_ONE_PART_MAX_K: 16-byte copies (contiguous rows whose length is whole vectors; rows
+    padded to them, a last vector partial) and element copies (rows one element off 16 bytes); an F-order A
+    elsewhere. Outputs poisoned first."""
     import cupy
 
     m, k, n = mkn
@@ -638,11 +639,10 @@ def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dt
     width = 16 // np.dtype(dtype).itemsize
     padded = -(-k // width) * width + width
     parts = m > _matmul_routes.DOTS_PART[0] or n > _matmul_routes.DOTS_PART[1]
-    operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype),
-                 parts or k % width == n % width == 0),
-                (random_array((count, m, padded), dtype)[:, :, :k], random_array((count, k, n), dtype),
-                 parts or n % width == 0),
-                (random_array((count, m, padded + 1), dtype)[:, :, 1:k + 1], random_array((k, n), dtype), parts),
+    tiny = parts or k <= _matmul_batch.TINY_ONE_PART_MAX_K
+    operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype), tiny),
+                (random_array((count, m, padded), dtype)[:, :, :k], random_array((count, k, n), dtype), tiny),
+                (random_array((count, m, padded + 1), dtype)[:, :, 1:k + 1], random_array((k, n), dtype), tiny),
                 (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, k, n), dtype), False)]
     for a, b, tiny in operands:
         taken.clear()
@@ -657,11 +657,45 @@ def test_the_tiny_kernel_takes_small_c_and_a_long_k_only_in_many_products():
     assert _matmul_batch.tiny_tile(33, 8, 8) is None and _matmul_batch.tiny_tile(8, 8, 65) is None
     few = _matmul_batch.TINY_LONG_K_PER_SM  # products an SM from which a longer k takes it too ...
     assert _matmul_batch.tiny_tile(8, 8, 65, few) == (16, 16) and _matmul_batch.tiny_tile(8, 8, 65, few - 0.1) is None
-    for item, chunks in _matmul_batch.TINY_LONG_K_CHUNKS.items():  # ... and one for every few chunks of k
-        deep = few * chunks * _matmul_batch.TINY_CHUNK
-        assert _matmul_batch.tiny_tile(8, 8, deep, few, item) == (16, 16)
-        assert _matmul_batch.tiny_tile(8, 8, deep + 1, few, item) is None
+    groups = _matmul_batch.TINY_GROUPS[-1]
+    for item, chunks in _matmul_batch.TINY_LONG_K_CHUNKS.items():  # ... and one for every few chunks of k that each
+        deep = few * chunks * groups * _matmul_batch.TINY_CHUNK   # group of a block's threads takes in turn
+        assert _matmul_batch.tiny_groups(deep, few) == groups
+        assert _matmul_batch.tiny_tile(9, 8, deep, few, item) == (16, 16)
+        assert _matmul_batch.tiny_tile(9, 8, deep + 1, few, item) is None
+    one_part = _matmul_batch.TINY_ONE_PART_MAX_K  # a C of one 8 x 8 part deeper than this: the dots kernel
+    assert _matmul_batch.tiny_tile(8, 8, one_part, 100) == (16, 16) and _matmul_batch.tiny_tile(8, 8, one_part + 1, 100) is None
+    assert _matmul_batch.tiny_tile(9, 8, one_part + 1, 100) == (16, 16)
     assert _matmul_batch.tiny_tile(1, 8, 8) is None and _matmul_batch.tiny_tile(8, 1, 8) is None  # matvec's
+
+
+def test_the_tiny_kernel_splits_a_deep_k_among_groups_where_products_are_few():
+    split, below, groups = _matmul_batch.TINY_SPLIT_CHUNK, _matmul_batch.TINY_SPLIT_BELOW, _matmul_batch.TINY_GROUPS
+    assert _matmul_batch.tiny_groups(groups[-1] * split, 1) == 1  # each group would take one chunk at most
+    assert _matmul_batch.tiny_groups(groups[-1] * split + 1, below - 0.1) == groups[-1]
+    assert _matmul_batch.tiny_groups(10_000, below) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mkn", [(32, 129, 32), (5, 200, 7), (17, 5, 30), (16, 97, 16), (32, 1000, 3)], ids=str)
+def test_the_tiny_kernel_with_groups_sharing_k(dtype, mkn):
+    """The tiny kernel's launch with k cut among TINY_GROUPS[-1] groups, whatever k: a last pass where some groups
+    have no chunk or a partial one, a k shorter than one group's chunk (the groups' sums then take more shared memory
+    than their staging), 16-byte and element copies, partial tiles; the batch's output poisoned first."""
+    from cudakit._compile import launch
+
+    m, k, n = mkn
+    width = 16 // np.dtype(dtype).itemsize
+    padded = -(-k // width) * width
+    for a, b in ((random_array((3, m, padded), dtype)[:, :, :k], random_array((3, k, -(-n // width) * width), dtype)[:, :, :n]),
+                 (random_array((3, m, k + 1), dtype)[:, :, 1:], random_array((3, k, n + 1), dtype)[:, :, :n])):
+        out = poisoned((3, m, n), dtype)
+        steps = tuple(x.strides[0] // x.itemsize for x in (a, b, out))
+        for args in _matmul_batch.tiny_launches(_matmul_batch.tiny_tile(m, n, 1), a[0], b[0], out.data.ptr, 3, steps,
+                                                _matmul_batch.TINY_GROUPS[-1]):
+            launch(*args)
+        assert_close(out, ref64(a, b), dtype, k, f"{mkn} {a.strides} {b.strides}")
 
 
 DOTS_BATCHES = [(6, 753, 4), (2, 128, 2), (16, 1000, 2), (2, 500, 16), (3, 300, 5), (3, 2049, 5), (4, 4100, 8),
@@ -673,8 +707,9 @@ DOTS_BATCHES = [(6, 753, 4), (2, 128, 2), (16, 1000, 2), (2, 500, 16), (3, 300, 
 @pytest.mark.parametrize("mkn", DOTS_BATCHES, ids=str)
 def test_batches_of_tiny_c_with_a_deeper_k_take_the_dots_kernel(dtype, mkn, monkeypatch):
     """A batch of products whose C is at most 16 x 16 with k past the small-product kernel's (one block's stride
-    where C has several parts), enough of them to fill the GPU: the dots kernel, a block per part of each C; C-order, F-order and broadcast operands, a batch of
-    two axes whose products are not one evenly spaced run (two launches); the output poisoned first."""
+    where C has several parts), enough of them to fill the GPU, the tiny kernel kept out: the dots kernel, a block per
+    part of each C; C-order, F-order and broadcast operands, a batch of two axes whose products are not one evenly
+    spaced run (two launches); the output poisoned first."""
     import cupy
 
     m, k, n = mkn
@@ -684,6 +719,7 @@ def test_batches_of_tiny_c_with_a_deeper_k_take_the_dots_kernel(dtype, mkn, monk
     assert not _matmul_batch.batch_dots_takes(m, k, n, count - 2, 0, np.dtype(dtype))
     taken = []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
+    monkeypatch.setattr(_matmul_batch, "tiny_tile", lambda *args: None)  # (it takes a shallow k of one part first)
     monkeypatch.setattr(_matmul_routes, "dots_launches",
                         lambda *args, make=_matmul_routes.dots_launches: taken.append(args[3]) or make(*args))
     half = count // 2

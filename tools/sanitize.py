@@ -162,18 +162,19 @@ def drop_in_shapes(small: bool) -> int:
                          (rand((3, m, k + 1), dtype)[:, :, 1:], rand((3, k, n + 2), dtype)[:, :, 1:-1])):
                 cudakit.matmul(a, b, check=True)
                 runs += 1
-        for m, k, n in ((10, 150, 12), (32, 131, 17), (16, 132, 12)):  # the tiny kernel over a long k: chunks, the
-            # last partial, 16-byte copies in both dtypes
+        for m, k, n in ((10, 150, 12), (32, 131, 17), (16, 132, 12), (17, 5, 30)):  # the tiny kernel over a long k:
+            # chunks, the last partial, 16-byte copies in both dtypes; k shared among groups (a group without a chunk)
             for a, b in ((rand((3, m, k), dtype), rand((3, k, n), dtype)),
                          (rand((3, m, k + 1), dtype)[:, :, 1:], rand((3, k, n + 2), dtype)[:, :, 1:-1])):
-                out = cupy.full((3, m, n), cupy.nan, dtype)
-                steps = (a.strides[0] // a.itemsize, b.strides[0] // b.itemsize, m * n)
-                for args in _matmul_batch.tiny_launches(_matmul_batch.tiny_tile(m, n, 64), a[0], b[0], out.data.ptr,
-                                                        3, steps):
-                    launch(*args)
-                want = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
-                assert _check.relative_error(out, want) <= _check.tolerance(np.dtype(dtype), k), (m, k, n)
-                runs += 1
+                for groups in _matmul_batch.TINY_GROUPS:
+                    out = cupy.full((3, m, n), cupy.nan, dtype)
+                    steps = (a.strides[0] // a.itemsize, b.strides[0] // b.itemsize, m * n)
+                    for args in _matmul_batch.tiny_launches(_matmul_batch.tiny_tile(m, n, 64), a[0], b[0],
+                                                            out.data.ptr, 3, steps, groups):
+                        launch(*args)
+                    want = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
+                    assert _check.relative_error(out, want) <= _check.tolerance(np.dtype(dtype), k), (m, k, n, groups)
+                    runs += 1
         for m, k, n in ((6, 150, 4), (3, 300, 10)):  # batched dots: partial 8 x 8 parts, warps past a short k
             for oa, ob in (("C", "C"), ("F", "F")):
                 a = rand((3, m, k), dtype) if oa == "C" else rand((3, k, m), dtype).transpose(0, 2, 1)
