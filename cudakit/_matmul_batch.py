@@ -97,6 +97,9 @@ SMALL_THREADS = 256  # as in matmul.cu
 SMALL_MAX_K = 64
 SMALL_MAX_C = 8192
 SMALL_MAX_MACS = 2**17
+# small_tile's weight of the padded work against the elements moved: fitted to ten batches' times on every tile, it
+# ranks the fastest tile first on each (docs/NOTES.md, session 40: "the small kernel's tile")
+SMALL_WORK_WEIGHT = 1.15
 SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers in FP64: FP32 only
 # FP64 products at most SHORT_K_F64 deep (batches: SHORT_K_F64_BATCH) are bound by writing C: the small-product
 # kernel's 32 x 64 tile, whose warps store whole rows of C, writes it faster than the tensor-core tiles' fragments
@@ -162,10 +165,11 @@ def past_small_limits(m: int, n: int, k: int) -> bool:
 
 def small_tile(m: int, n: int, k: int, itemsize: int = 4) -> tuple[int, int] | None:
     """The C tile of the small-product kernel for a batch of m x k x n products, or None where the register tiles
-    serve. The tile with the least padded C wins, each output weighed by its thread's shared-memory reads per
-    multiply-add (a read of B for its OUT outputs besides theirs of A: 1 + 1 / OUT); then the larger tile. Past its
-    limits, a short k still takes it, on the short-k tiles (SHORT_K_F64_BATCH, SHORT_K_F32_BATCH; _batched_launches
-    gives FP32's to X3 where x3_short_k_takes)."""
+    serve. The tile of the least cost wins, then the larger tile: the elements each product's tiles move (A once per
+    column of tiles, B once per row of them, and C), plus SMALL_WORK_WEIGHT times its padded C, each output weighed by
+    its thread's shared-memory reads per multiply-add (a read of B for its OUT outputs besides theirs of A:
+    1 + 1 / OUT). Past its limits, a short k still takes it, on the short-k tiles (SHORT_K_F64_BATCH,
+    SHORT_K_F32_BATCH; _batched_launches gives FP32's to X3 where x3_short_k_takes)."""
     if past_small_limits(m, n, k):
         if itemsize == 8:
             return SHORT_K_TILE if k <= SHORT_K_F64_BATCH else None
@@ -173,7 +177,9 @@ def small_tile(m: int, n: int, k: int, itemsize: int = 4) -> tuple[int, int] | N
 
     def cost(tile):
         out = tile[0] * tile[1] // SMALL_THREADS
-        return -(-m // tile[0]) * tile[0] * -(-n // tile[1]) * tile[1] * (1 + 1 / out), -out
+        tiles_m, tiles_n = -(-m // tile[0]), -(-n // tile[1])
+        moved = m * k * tiles_n + k * n * tiles_m + m * n
+        return moved + SMALL_WORK_WEIGHT * tiles_m * tile[0] * tiles_n * tile[1] * (1 + 1 / out), -out
 
     return min((t for t in SMALL_TILES if itemsize == 4 or t not in SMALL_WIDE), key=cost)
 

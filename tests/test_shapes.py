@@ -892,7 +892,8 @@ def test_the_small_kernel_takes_short_k_and_small_c_and_pads_c_least():
     assert _matmul_batch.small_tile(64, 32, 24) == (64, 32)
     assert _matmul_batch.small_tile(1, 149, 3, 8) == (16, 64)  # FP64 takes no 8 x 128 tile
     assert _matmul_batch.small_tile(64, 64, 33) is None  # more multiply-adds than SMALL_MAX_MACS
-    assert _matmul_batch.small_tile(17, 200, 33) == (8, 128)  # (16, 64) pads less, but reads shared memory more an FMA
+    assert _matmul_batch.small_tile(17, 200, 33) == (32, 64)  # one row of tiles: B read once (8 x 128: three times)
+    assert _matmul_batch.small_tile(8, 128, 64) == (8, 128)  # ... where it is one row already, the least padding
     assert _matmul_batch.small_tile(64, 64, 65) is None
     assert _matmul_batch.small_tile(64, 129, 8) == (64, 64)  # past SMALL_MAX_C, a short k: the short-k tile ...
     assert _matmul_batch.small_tile(64, 129, _matmul_batch.SHORT_K_F32_BATCH + 1) is None  # ... up to its depth

@@ -2,7 +2,9 @@
 threads and cut among TINY_GROUPS[-1] groups (and on the dots kernel where C is at most 16 x 16), beside the fast
 variant's route and cupy.matmul.
 
-    PYTHONPATH=. python3 tools/tiny_probe.py [--shapes dtype:batch:m:k:n,...]
+    PYTHONPATH=. python3 tools/tiny_probe.py [--shapes dtype:batch:m:k:n,...] [--small]
+
+--small: each batch on every tile of the small-product kernel instead (k at most SMALL_MAX_K).
 
 Every result is checked against float64 first; GPU time with cudakit.bench.timing.measure (operand sets rotated past
 the L2, median).
@@ -58,6 +60,15 @@ def tiny_run(groups):
     return run
 
 
+def small_run(tile):
+    def run(A, B, out):
+        b, m, k = A.shape
+        n = B.shape[2]
+        for args in _matmul_batch.small_launches(tile, A[0], B[0], out.data.ptr, b, (m * k, k * n, m * n)):
+            launch(*args)
+    return run
+
+
 def dots_run(A, B, out):
     b, m, k = A.shape
     n = B.shape[2]
@@ -68,6 +79,7 @@ def dots_run(A, B, out):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default=SHAPES, help="dtype:batch:m:k:n,...")
+    p.add_argument("--small", action="store_true", help="every small-product tile instead")
     args = p.parse_args()
     sm = cupy.cuda.Device().attributes["MultiProcessorCount"]
     for spec in args.shapes.split(","):
@@ -76,9 +88,16 @@ def main():
         sets = operand_sets(dtype, b, m, k, n)
         row = {"route": timed(lambda A, B, out: cudakit.matmul(A, B, out=out), sets, k),
                "cupy": timed(lambda A, B, out: cupy.matmul(A, B, out=out), sets, k)}
-        for groups in _matmul_batch.TINY_GROUPS:
-            row[f"tiny{groups}"] = timed(tiny_run(groups), sets, k)
-        if max(m, n) <= _matmul_batch.BATCH_DOTS_MAX_SIDE:
+        if args.small:
+            picked = _matmul_batch.small_tile(m, n, k, np.dtype(dtype).itemsize)
+            for tile in _matmul_batch.SMALL_TILES:
+                if np.dtype(dtype).itemsize == 4 or tile not in _matmul_batch.SMALL_WIDE:
+                    mark = "*" if tile == picked else ""
+                    row[f"{tile[0]}x{tile[1]}{mark}"] = timed(small_run(tile), sets, k)
+        else:
+            for groups in _matmul_batch.TINY_GROUPS:
+                row[f"tiny{groups}"] = timed(tiny_run(groups), sets, k)
+        if not args.small and max(m, n) <= _matmul_batch.BATCH_DOTS_MAX_SIDE:
             row["dots"] = timed(dots_run, sets, k)
         cells = "  ".join(f"{name} {v:8.1f}" if isinstance(v, float) else f"{name} {v}" for name, v in row.items())
         print(f"{dtype} {b} x {m}x{k}x{n} ({b / sm:.1f}/SM): {cells}  us", flush=True)
