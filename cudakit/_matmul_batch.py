@@ -221,7 +221,7 @@ def small_lda(bm: int, itemsize: int) -> int:
 # and where it reads A's and B's rows in place.
 # With fewer than TINY_SPLIT_BELOW products an SM and a k past TINY_GROUPS[-1] split chunks, each product's k is cut
 # among TINY_GROUPS[-1] groups of a block's threads, each staging its own TINY_SPLIT_CHUNK of k (kernels/matmul.cu):
-# the block keeps that many chunks in flight, and a product takes that many times fewer rounds of chunks.
+# the block keeps that many chunks in flight, and a product's rounds each take groups x TINY_SPLIT_CHUNK of k.
 TINY_TILES = ((16, 16), (32, 16), (16, 32), (32, 32))
 TINY_MAX_SIDE = 32
 TINY_MAX_K = 64
@@ -241,7 +241,8 @@ def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0, itemsize: in
     one_part = m <= mm._matmul_routes.DOTS_PART[0] and n <= mm._matmul_routes.DOTS_PART[1]
     if one_part and k > TINY_ONE_PART_MAX_K:
         return None
-    chunks = -(-k // TINY_CHUNK) / tiny_groups(k, products_per_sm)
+    groups = tiny_groups(k, products_per_sm)
+    chunks = -(-k // (TINY_CHUNK if groups == 1 else groups * TINY_SPLIT_CHUNK))  # rounds of chunks a product takes
     per_product = TINY_LONG_K_CHUNKS.get(itemsize, TINY_LONG_K_CHUNKS[4])
     if k > TINY_MAX_K and products_per_sm < max(TINY_LONG_K_PER_SM, chunks / per_product):
         return None
@@ -267,7 +268,8 @@ def tiny_vectors(a0, b0, steps) -> bool:
 
 def tiny_groups(k: int, products_per_sm: float) -> int:
     """How many groups of the tiny kernel's threads share each product's k: all of them for fewer than
-    TINY_SPLIT_BELOW products an SM and a k that gives each group TINY_SPLIT_CHUNK more than once."""
+    TINY_SPLIT_BELOW products an SM and a k past one round of the groups' TINY_SPLIT_CHUNKs (so that at least the
+    first group takes a second chunk)."""
     groups = TINY_GROUPS[-1]
     return groups if k > groups * TINY_SPLIT_CHUNK and products_per_sm < TINY_SPLIT_BELOW else 1
 

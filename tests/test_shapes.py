@@ -658,8 +658,8 @@ def test_the_tiny_kernel_takes_small_c_and_a_long_k_only_in_many_products():
     few = _matmul_batch.TINY_LONG_K_PER_SM  # products an SM from which a longer k takes it too ...
     assert _matmul_batch.tiny_tile(8, 8, 65, few) == (16, 16) and _matmul_batch.tiny_tile(8, 8, 65, few - 0.1) is None
     groups = _matmul_batch.TINY_GROUPS[-1]
-    for item, chunks in _matmul_batch.TINY_LONG_K_CHUNKS.items():  # ... and one for every few chunks of k that each
-        deep = few * chunks * groups * _matmul_batch.TINY_CHUNK   # group of a block's threads takes in turn
+    for item, chunks in _matmul_batch.TINY_LONG_K_CHUNKS.items():  # ... and one for every few rounds of k that each
+        deep = few * chunks * groups * _matmul_batch.TINY_SPLIT_CHUNK  # round of the groups' chunks takes
         assert _matmul_batch.tiny_groups(deep, few) == groups
         assert _matmul_batch.tiny_tile(9, 8, deep, few, item) == (16, 16)
         assert _matmul_batch.tiny_tile(9, 8, deep + 1, few, item) is None
@@ -719,7 +719,7 @@ def test_batches_of_tiny_c_with_a_deeper_k_take_the_dots_kernel(dtype, mkn, monk
     assert not _matmul_batch.batch_dots_takes(m, k, n, count - 2, 0, np.dtype(dtype))
     taken = []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
-    monkeypatch.setattr(_matmul_batch, "tiny_tile", lambda *args: None)  # (it takes a shallow k of one part first)
+    monkeypatch.setattr(_matmul_batch, "tiny_tile", lambda *args: None)  # (off for every shape: it takes some first)
     monkeypatch.setattr(_matmul_routes, "dots_launches",
                         lambda *args, make=_matmul_routes.dots_launches: taken.append(args[3]) or make(*args))
     half = count // 2
