@@ -1,11 +1,11 @@
-"""Probe: products with a short k (the writes of C bound them) on the small-product kernel's tiles (the fast variant's
-short-k route takes 32 x 64 for FP64, _matmul_batch.short_k_tile's 64 x 64 or 64 x 128 for FP32), beside
-cudakit.matmul as planned with the short-k route off (the register tiles) and cupy.matmul.
+"""Probe: products with a short k (the writes of C bound them) on the short-k writer (kernels/matmul_shortk.cu, its
+planned layout and every other), beside cudakit.matmul's route as it stands, the small-product kernel's short-k tile
+(2-D) and cupy.matmul.
 
-    PYTHONPATH=. python3 tools/short_k_probe.py [--tiles 32x64 64x64 64x128] [--shapes float32:8192x4x8192:CC ...]
+    PYTHONPATH=. python3 tools/short_k_probe.py [--shapes float32:8192x4x8192:CC float32:1821x511x2x31:CC ...]
 
-A tile outside the dtype's standard module is compiled in a module of its own. Each entry's result is checked against
-float64 before it is timed (GPU time, cudakit.bench.timing.measure); the C column is GB/s of C written.
+A shape of four sides is a batch (count x m x k x n). Each entry's result is checked against float64 before it is
+timed (GPU time, cudakit.bench.timing.measure, operand sets rotated past the L2); GB/s counts C written.
 """
 import argparse
 
@@ -13,57 +13,76 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _check, _compile, _matmul_batch, _matmul_routes
+from cudakit import _check, _compile, _matmul_batch, _shortk
 from cudakit.bench import timing
 from cudakit.testing import poisoned, random_array
 
 BUDGET = timing.Budget(row_s=0.05, min_runs=3, max_runs=40)
-SHAPES = ["float32:1613724x1x176:FF", "float32:8192x4x8192:CC", "float32:8192x8x8192:FF", "float32:8192x16x8192:CC",
-          "float32:3000x3x50000:CF", "float32:4096x1x4096:CC", "float32:105579x8x287:FC", "float64:8192x4x8192:CC",
-          "float64:3288x4x40049:FF"]
+SHAPES = ["float32:6832x13x58258:CC", "float32:6063673x2x44:CF", "float32:85x1x3745587:FC", "float32:38x15x601781:CC",
+          "float32:8192x4x8192:CC", "float32:8192x16x8192:CC", "float32:3000x3x50000:CF", "float32:1613724x1x176:FF",
+          "float32:105579x8x287:FC", "float32:100953x8x102:CC", "float32:1821x511x2x31:CC", "float32:2x23x499671:CC",
+          "float64:8192x4x8192:CC", "float64:3288x4x40049:FF", "float64:9424x6x8408:FF", "float64:500x2x300x300:CC"]
 
 
-def own_module(real=_matmul_batch.kernel):
-    """small_launches' kernel lookup, with a tile outside the standard module compiled on its own."""
-    return lambda family, expression, expressions: real(family, expression,
-                                                        expressions if expression in expressions else (expression,))
+def operands(dtype, dims, order):
+    *batch, m, k, n = dims
+    a_shape, b_shape = (*batch, m, k), (*batch, k, n)
+    per_set = (m * k + k * n + m * n) * int(np.prod(batch or [1])) * np.dtype(dtype).itemsize
+    sets = []
+    for _ in range(timing.sets_past_l2(per_set, cupy.cuda.runtime.getDevice(), max_sets=8)):
+        A, B = random_array(a_shape, dtype, order[0]), random_array(b_shape, dtype, order[1])
+        sets.append((A, B, poisoned((*batch, m, n), dtype)))
+    return sets
+
+
+def shortk_run(layout=None):
+    def run(A, B, out):
+        a0, b0 = (A[0], B[0]) if A.ndim == 3 else (A, B)
+        m, k = a0.shape
+        n = b0.shape[1]
+        count = A.shape[0] if A.ndim == 3 else 1
+        steps = (A.strides[0] // A.itemsize, B.strides[0] // B.itemsize, m * n) if A.ndim == 3 else (0, 0, 0)
+        for args in _shortk.launches(_shortk.plan(m, n, k, A.itemsize, layout), a0, b0, out.data.ptr, count, steps):
+            _compile.launch(*args)
+    return run
+
+
+def small_run(A, B, out):
+    m, k = A.shape
+    tile = _matmul_batch.short_k_tile(A.itemsize, m, B.shape[1])
+    _compile.launch(*_matmul_batch.small_launches(tile, A, B, out.data.ptr, 1, (0, 0, 0))[0])
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--tiles", nargs="*", default=["32x64", "64x64", "64x128"])
     p.add_argument("--shapes", nargs="*", default=SHAPES)
     args = p.parse_args()
-    tiles = [tuple(map(int, t.split("x"))) for t in args.tiles]
-    _matmul_batch.kernel = own_module()
     for text in args.shapes:
         dtype, dims, order = text.split(":")
-        m, k, n = map(int, dims.split("x"))
-        A, B = random_array((m, k), dtype, order[0]), random_array((k, n), dtype, order[1])
-        gb = m * n * np.dtype(dtype).itemsize / 1e3
+        dims = tuple(map(int, dims.split("x")))
+        sets = operands(dtype, dims, order)
+        *batch, m, k, n = dims
+        gb = m * n * int(np.prod(batch or [1])) * np.dtype(dtype).itemsize / 1e3
+        picked = _shortk.plan(m, n, k, np.dtype(dtype).itemsize)
+        entries = [("route", lambda A, B, out: cudakit.matmul(A, B, out=out)),
+                   ("cupy", lambda A, B, out: cupy.matmul(A, B, out=out))]
+        if not batch and k <= _matmul_batch.SMALL_MAX_K:
+            entries.append(("small", small_run))
+        entries.append((f"shortk {picked.lanes}x{picked.cols}*", shortk_run()))
+        entries += [(f"shortk {lanes}x{cols}", shortk_run((lanes, cols)))
+                    for lanes, cols in _shortk.LAYOUTS[np.dtype(dtype).itemsize]
+                    if (lanes, cols) != (picked.lanes, picked.cols)]
         found = []
-        keep = _matmul_batch.SHORT_K_F32, _matmul_batch.SHORT_K_F32_MID, _matmul_batch.SHORT_K_F64
-        _matmul_batch.SHORT_K_F32 = _matmul_batch.SHORT_K_F32_MID = _matmul_batch.SHORT_K_F64 = 0
-        _matmul_routes._routes.clear()
-        entries = [("tiles", lambda out: cudakit.matmul(A, B, out=out, check=False))]
-        entries += [(f"small {bm}x{bn}", lambda out, t=(bm, bn): _compile.launch(
-            *_matmul_batch.small_launches(t, A, B, out.data.ptr, 1, (0, 0, 0))[0])) for bm, bn in tiles]
-        entries += [("cupy", lambda out: out.__setitem__(Ellipsis, cupy.matmul(A, B)))]
         for label, run in entries:
-            out = poisoned((m, n), dtype)
-            run(out)
-            err = _check.product_error(out, A, B)
+            A, B, out = sets[0]
+            run(A, B, out)
+            err = _check.relative_error(out, cupy.matmul(A.astype(cupy.float64), B.astype(cupy.float64)))
             if not err <= _check.tolerance(np.dtype(dtype), k):
                 found.append(f"{label} WRONG {err:.1e}")
                 continue
-            if label == "cupy":
-                us = timing.measure(lambda i: cupy.matmul(A, B), BUDGET)[0].median * 1e6
-            else:
-                us = timing.measure(lambda i: run(out), BUDGET)[0].median * 1e6
-            found.append(f"{label} {us:.1f} µs ({gb / us:.0f} GB/s)")
-        _matmul_batch.SHORT_K_F32, _matmul_batch.SHORT_K_F32_MID, _matmul_batch.SHORT_K_F64 = keep
-        _matmul_routes._routes.clear()
-        print(f"{text:28} " + " | ".join(found), flush=True)
+            us = timing.measure(lambda i: run(*sets[i % len(sets)]), BUDGET)[0].median * 1e6
+            found.append(f"{label} {us:.1f} ({gb / us:.0f})")
+        print(f"{text:28} rows {picked.rows}: " + " | ".join(found) + "  µs (GB/s of C)", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,124 @@
+"""The short-k writer (kernels/matmul_shortk.cu through cudakit._shortk): products of a k of at most 16, bound by
+writing C.
+
+GPU-less: every instantiation compiles for every architecture the installed NVRTC builds, with an empty log and no
+spills; the planner's layouts and rows. On a GPU: every layout and depth on odd shapes (partial column tiles and row
+blocks, k short of its depth and equal to it), C- and F-order, offset, reversed and broadcast operands, batches of
+several launches' worth, against float64 cupy.matmul by relative error within _check.tolerance(dtype, k); outputs
+start poisoned, inputs are fresh draws.
+"""
+import numpy as np
+import pytest
+
+from cudakit import _compile, _shortk
+from conftest import assert_close, assert_compiles_without_spills, poisoned, random_array
+
+DTYPES = (np.float32, np.float64)
+
+
+def ref64(A, B):
+    import cupy
+
+    return cupy.matmul(A.astype(cupy.float64), B.astype(cupy.float64))
+
+
+def test_every_instantiation_compiles_warning_free_and_without_spills():
+    pytest.importorskip("cuda.bindings.nvrtc", reason="the compile check needs the test extra (NVRTC)")
+    assert_compiles_without_spills(_shortk.FAMILY, _shortk.instantiation_groups(), _compile.nvrtc_archs())
+
+
+@pytest.mark.parametrize("itemsize", (4, 8))
+@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (6832, 58258, 13), (6063673, 44, 2), (85, 3745587, 1),
+                                     (511, 31, 2), (100, 2, 16), (3, 100, 5), (40000, 300, 9)])
+def test_the_plan_pads_n_little_and_covers_k_and_the_rows(itemsize, m, n, k):
+    p = _shortk.plan(m, n, k, itemsize)
+    assert (p.lanes, p.cols) in _shortk.LAYOUTS[itemsize]
+    assert k <= p.depth and (p.depth == _shortk.DEPTHS[0] or k > _shortk.DEPTHS[_shortk.DEPTHS.index(p.depth) - 1])
+    padded = -(-n // p.width) * p.width
+    least = min(-(-n // (l * c)) * l * c for l, c in _shortk.LAYOUTS[itemsize])
+    assert padded <= max(_shortk.WIDTH_SLACK * n, least), p
+    wider = [l for l in _shortk.LAYOUTS[itemsize] if l[0] * l[1] > p.width]
+    assert all(-(-n // (l * c)) * l * c > _shortk.WIDTH_SLACK * n for l, c in wider), p  # the widest that fits
+    pass_rows, passes = _shortk.WARPS * 32 // p.lanes, _shortk.most_passes(p.lanes, p.depth, itemsize)
+    assert p.rows % pass_rows == 0 and p.rows <= passes * pass_rows <= _shortk.MAX_PASSES * pass_rows
+    assert p.rows * p.depth * itemsize <= _shortk.MAX_SHARED
+    assert p.rows < m + pass_rows or p.rows == passes * pass_rows
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("depth", _shortk.DEPTHS)
+def test_every_layout_and_depth_on_odd_shapes(dtype, depth):
+    """Each (lanes, cols) at each instantiated depth: k from 1 to the depth (a partial group of four, a whole one),
+    C's rows past one block and not a whole number of them, its columns past one tile and not a whole number of
+    them, C- and F-order operands."""
+    shallower = ([0] + list(_shortk.DEPTHS))[_shortk.DEPTHS.index(depth)]
+    for lanes, cols in _shortk.LAYOUTS[np.dtype(dtype).itemsize]:
+        width = lanes * cols
+        for m, k, n in ((3, shallower + 1, 5), (301, depth, 2 * width + 3), (1000, max(1, depth - 3), width)):
+            for orders in ("CC", "FF", "CF", "FC"):
+                A, B = random_array((m, k), dtype, orders[0]), random_array((k, n), dtype, orders[1])
+                out = poisoned((m, n), dtype)
+                p = _shortk.plan(m, n, k, np.dtype(dtype).itemsize, (lanes, cols))
+                assert p.depth == depth
+                _shortk.run(A, B, out, p)
+                assert_close(out, ref64(A, B), dtype, k, f"{lanes}x{cols} {m}x{k}x{n} {orders}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rows_a_block_as_planned_or_given(dtype):
+    """A block of one pass of rows, of its most passes, and of a count of rows past C's."""
+    m, k, n = 300, 7, 129
+    A, B = random_array((m, k), dtype), random_array((k, n), dtype)
+    for rows in (None, 32, 288, 512):  # (lanes 8: 32 rows a pass)
+        p = _shortk.plan(m, n, k, np.dtype(dtype).itemsize, (8, 1), rows) if rows else _shortk.plan(
+            m, n, k, np.dtype(dtype).itemsize)
+        out = poisoned((m, n), dtype)
+        _shortk.run(A, B, out, p)
+        assert_close(out, ref64(A, B), dtype, k, f"{p}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_views_reversed_and_odd_strides_read_in_place(dtype):
+    """Offset views (odd addresses), reversed rows (negative strides), an operand with no unit stride, through the
+    launcher built once and run again on fresh operands of the same geometry."""
+    m, k, n = 203, 11, 97
+    cases = [(random_array((m + 1, k + 2), dtype)[1:, 2:], random_array((k, n + 1), dtype)[:, 1:]),
+             (random_array((m, k), dtype)[::-1], random_array((k, n), dtype, "F")[:, ::-1]),
+             (random_array((m, 2 * k), dtype)[:, ::2], random_array((2 * k, n), dtype)[::2])]
+    for make in cases:
+        A, B = make
+        out = poisoned((m, n), dtype)
+        run = _shortk.launcher(A, B, out)
+        run(A, B, out)
+        assert_close(out, ref64(A, B), dtype, k, f"{A.strides} {B.strides}")
+        A2, B2 = A.copy(), B.copy()  # (C order now: a geometry of its own)
+        A2[...] = random_array(A.shape, dtype)
+        B2[...] = random_array(B.shape, dtype)
+        out2 = poisoned((m, n), dtype)
+        _shortk.launcher(A2, B2, out2)(A2, B2, out2)
+        assert_close(out2, ref64(A2, B2), dtype, k, "fresh operands")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batches_with_broadcast_operands_and_several_launches(dtype):
+    """count products in one run of launches: each product its own A and C, B broadcast (a step of 0) or its own;
+    a count past the grid's 65535 products a launch (two launches)."""
+    from cudakit._compile import launch
+
+    for count, m, k, n, shared_b in ((5, 511, 2, 31, False), (7, 33, 16, 40, True), (65536 + 3, 3, 3, 5, False)):
+        A = random_array((count, m, k), dtype)
+        B = random_array((k, n), dtype) if shared_b else random_array((count, k, n), dtype)
+        out = poisoned((count, m, n), dtype)
+        steps = (m * k, 0 if shared_b else k * n, m * n)
+        b0 = B if shared_b else B[0]
+        p = _shortk.plan(m, n, k, np.dtype(dtype).itemsize)
+        made = _shortk.launches(p, A[0], b0, out.data.ptr, count, steps)
+        assert len(made) == -(-count // _shortk.MAX_GRID_Y)
+        for args in made:
+            launch(*args)
+        want = ref64(A, B if not shared_b else B[None])
+        assert_close(out, want, dtype, k, f"{count} x {m}x{k}x{n}")
