@@ -8,7 +8,7 @@ import math
 import cupy
 import numpy as np
 
-from . import _dmma, _nd, matmul as mm
+from . import _dmma, _nd, _shortk, matmul as mm
 from ._compile import instantiation, kept, kernel, launch, rebased
 
 def _batch_operand(x, batch: tuple, row_axis: int):
@@ -321,12 +321,14 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     if tiny and k > TINY_MAX_K:
         if not tiny_reads(a0, b0):
             tiny = None
-    small = None if tiny else small_tile(m, n, k, item)
+    shortk = not tiny and past_small_limits(m, n, k) and _shortk.takes(item, k)
+    small = None if tiny or shortk else small_tile(m, n, k, item)
     if small and past_small_limits(m, n, k) and mm._matmul_routes.x3_short_k_takes(c.dtype, m, n, k, device_id):
         small = None  # (a short k takes X3 before the short-k tiles)
-    dots = not tiny and not small and batch_dots_takes(m, k, n, products, device_id, c.dtype)
+    dots = not (tiny or shortk or small) and batch_dots_takes(m, k, n, products, device_id, c.dtype)
+    shortk = shortk and _shortk.plan(m, n, k, item, count=count, sms=mm.sm_count(device_id))
     tile = None
-    if not (tiny or small or dots):  # (FP64: the pipelined kernel reads chunks off 16 bytes in halves, in place)
+    if not (tiny or shortk or small or dots):  # (FP64: the pipelined kernel reads chunks off 16 bytes in halves, in place)
         x3 = mm.matmul_tc.x3_batch_copies(a0, b0, steps) if mm._matmul_routes.X3 and c.dtype == mm.F32 else None
         tile = mm.plan(device_id, c.dtype, m, n, k, products, vectors=mm.reads_vectors(a0, b0, steps), x3=x3)[0]
     pipelined = isinstance(tile, _dmma.DmmaTile)
@@ -340,6 +342,8 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
         if tiny:
             launches += (tiny_launches(tiny, a_i, b_i, c_ptr, count, (step_a, step_b, step_c), tiny_groups(k, per_sm))
                          or small_launches(small_tile(m, n, k, item), a_i, b_i, c_ptr, count, (step_a, step_b, step_c)))
+        elif shortk:
+            launches += _shortk.launches(shortk, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
         elif small:
             launches += small_launches(small, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
         elif dots:

@@ -18,7 +18,7 @@ import os
 import cupy
 import numpy as np
 
-from . import _args, _dmma, _longk, _tune
+from . import _args, _dmma, _longk, _shortk, _tune
 from ._compile import instantiation, kept, kernel, launch, rebased, resident_blocks
 from ._device import sm_count, sm_threads, workspace
 
@@ -274,6 +274,8 @@ def _route(A, B, out):
         return skinny_launcher(A, B, out, *skinny)
     if n == 1 or m == 1:  # a matrix-vector product: the matvec kernels read the matrix once, at memory speed
         return _matvec_route(A, B, out)
+    if _shortk.takes(out.itemsize, k):
+        return _shortk.launcher(A, B, out, _shortk.plan(m, n, k, out.itemsize, sms=sm_count(device_id)))
     if short_k_takes(out.dtype, m, n, k, device_id):
         return short_k_launcher(A, B, out)
     in_place = mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B

@@ -16,11 +16,16 @@ THREADS = 256  # SHORTK_THREADS in matmul_shortk.cu
 WARPS = THREADS // 32
 DEPTHS = (4, 8, 16)  # the instantiated KMAX: a product takes the least one of at least its k
 MAX_K = DEPTHS[-1]
-# (lanes a row of C, columns a lane), by element size: the widest layout whose padded width is within WIDTH_SLACK of
-# n runs (the lanes' B registers then serve more columns); else the one padding n least
+# (lanes a row of C, columns a lane), by element size. A C of at most 16 (8) columns takes 16 (8) lanes a row; a wider
+# one 32, whose stores write whole 128-byte lines (fewer lanes a row ran slower wherever 32 could take C: session 41),
+# with the columns a lane that cost least: ALPHA + cols a column tile of a row, fitted to that probe (idle lanes of a
+# partial tile cost little, a lane's B registers serve all its columns)
 LAYOUTS = {4: ((32, 4), (32, 2), (32, 1), (16, 1), (8, 1)), 8: ((32, 2), (32, 1), (16, 1), (8, 1))}
-WIDTH_SLACK = 1.125
-MAX_PASSES = 16  # row passes of a block's warps: B's registers are loaded once a block
+ALPHA = 3
+# Each warp makes up to MAX_PASSES passes over rows (B's registers are loaded once a warp): a C of few rows stands
+# the block's warps abreast instead, as long as the blocks give each SM at least MIN_BLOCKS_PER_SM
+MAX_PASSES = 64
+MIN_PASSES, MIN_BLOCKS_PER_SM = 8, 2
 MAX_SHARED = 48 * 1024  # a block's rows of A (no opt-in to more)
 MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535
 
@@ -31,10 +36,12 @@ class ShortkPlan:
     cols: int
     depth: int  # KMAX
     rows: int  # C's rows a block
+    warps_n: int = 1  # the block's warps abreast
 
     @property
     def width(self) -> int:
-        return self.lanes * self.cols
+        """C's columns a block."""
+        return self.warps_n * self.lanes * self.cols
 
     def expression(self, dtype) -> str:
         return instantiation("matmul_shortk", np.dtype(dtype), self.lanes, self.cols, self.depth)
@@ -51,28 +58,50 @@ def instantiation_groups():
     return [expressions(np.float32), expressions(np.float64)]
 
 
+def layout(n: int, itemsize: int) -> tuple[int, int]:
+    """(lanes a row, columns a lane) for a C n wide (see LAYOUTS)."""
+    layouts = LAYOUTS[itemsize]
+    narrow = [l for l in layouts if l[0] < 32 and n <= l[0]]
+    if narrow:
+        return min(narrow)
+    return min((l for l in layouts if l[0] == 32), key=lambda l: -(-n // (32 * l[1])) * (ALPHA + l[1]))
+
+
+def takes(itemsize: int, k: int) -> bool:
+    """Whether matmul's routes put products of this element size and k here (past the matvec, skinny and dots
+    routes, and for batches the tiny kernel and the small-product kernel within its limits)."""
+    return k <= MAX_K and itemsize in TAKES
+
+
+TAKES = (4, 8)  # the element sizes routed here
+
+
+def most_passes(deep: int, lanes: int, depth: int, itemsize: int) -> int:
+    """The most row passes a block's warps make, `deep` of them taking rows in turn: MAX_PASSES, or fewer where the
+    block's rows of A would pass MAX_SHARED."""
+    return min(MAX_PASSES, MAX_SHARED // (deep * 32 // lanes * depth * itemsize))
+
+
 def plan(m: int, n: int, k: int, itemsize: int, lanes_cols: tuple[int, int] | None = None,
-         rows: int | None = None) -> ShortkPlan:
-    """The kernel's plan for m x k x n products (k at most MAX_K), or the given layout and rows a block."""
+         rows: int | None = None, warps_n: int | None = None, count: int = 1, sms: int = 132) -> ShortkPlan:
+    """The kernel's plan for `count` m x k x n products (k at most MAX_K) on `sms` SMs, or the layout, rows a block and
+    warps abreast given."""
     assert 1 <= k <= MAX_K, k
     depth = next(d for d in DEPTHS if k <= d)
-
-    def padded(layout):
-        width = layout[0] * layout[1]
-        return -(-n // width) * width
-
-    if lanes_cols is None:
-        layouts = LAYOUTS[itemsize]
-        lanes_cols = next((l for l in layouts if padded(l) <= WIDTH_SLACK * n), None) or min(layouts, key=padded)
+    lanes, cols = lanes_cols or layout(n, itemsize)
+    group = 32 // lanes
+    if warps_n is None:
+        abreast = 1 << (-(-n // (lanes * cols))).bit_length() - 1  # (no more warps abreast than C has tiles of a warp)
+        deep = 1 << (-(-m // (group * MAX_PASSES)) - 1).bit_length()
+        warps_n = max(1, min(WARPS, abreast, WARPS // min(deep, WARPS)))
     if rows is None:
-        pass_rows = WARPS * 32 // lanes_cols[0]
-        rows = min(most_passes(lanes_cols[0], depth, itemsize), -(-m // pass_rows)) * pass_rows
-    return ShortkPlan(*lanes_cols, depth, rows)
-
-
-def most_passes(lanes: int, depth: int, itemsize: int) -> int:
-    """The most row passes a block makes: MAX_PASSES, or fewer where its rows of A would pass MAX_SHARED."""
-    return min(MAX_PASSES, MAX_SHARED // (WARPS * 32 // lanes * depth * itemsize))
+        pass_rows = WARPS // warps_n * group
+        passes = min(most_passes(WARPS // warps_n, lanes, depth, itemsize), -(-m // pass_rows))
+        blocks = lambda passes: -(-m // (passes * pass_rows)) * -(-n // (warps_n * lanes * cols)) * count
+        while passes > MIN_PASSES and blocks(passes) < MIN_BLOCKS_PER_SM * sms:
+            passes = -(-passes // 2)
+        rows = passes * pass_rows
+    return ShortkPlan(lanes, cols, depth, rows, warps_n)
 
 
 def launches(p: ShortkPlan, a0, b0, c_ptr: int, count: int, steps: tuple[int, int, int]) -> list:
@@ -83,6 +112,7 @@ def launches(p: ShortkPlan, a0, b0, c_ptr: int, count: int, steps: tuple[int, in
     item = a0.itemsize
     fn = kernel(FAMILY, p.expression(a0.dtype), expressions(a0.dtype))
     tiles_n = -(-n // p.width)
+    assert WARPS % p.warps_n == 0 and p.rows % (WARPS // p.warps_n * 32 // p.lanes) == 0, p
     tiles = -(-m // p.rows) * tiles_n
     assert tiles <= MAX_GRID_X, (m, n, p)
     strides = tuple(st // item for st in a0.strides + b0.strides)
@@ -93,7 +123,7 @@ def launches(p: ShortkPlan, a0, b0, c_ptr: int, count: int, steps: tuple[int, in
         here = min(MAX_GRID_Y, count - p0)
         out.append((fn, (tiles, here), (THREADS,),
                     (a0.data.ptr + p0 * steps[0] * item, b0.data.ptr + p0 * steps[1] * item,
-                     c_ptr + p0 * steps[2] * item, m, n, k, *strides, *steps, p.rows, tiles_n), shared))
+                     c_ptr + p0 * steps[2] * item, m, n, k, *strides, *steps, p.rows, tiles_n, p.warps_n), shared))
     return out
 
 

@@ -29,20 +29,26 @@ def test_every_instantiation_compiles_warning_free_and_without_spills():
 
 @pytest.mark.parametrize("itemsize", (4, 8))
 @pytest.mark.parametrize("m, n, k", [(1, 1, 1), (6832, 58258, 13), (6063673, 44, 2), (85, 3745587, 1),
-                                     (511, 31, 2), (100, 2, 16), (3, 100, 5), (40000, 300, 9)])
-def test_the_plan_pads_n_little_and_covers_k_and_the_rows(itemsize, m, n, k):
+                                     (511, 31, 2), (100, 2, 16), (3, 100, 5), (40000, 300, 9), (8192, 8192, 16)])
+def test_the_plan_covers_k_and_c_with_warps_that_have_rows_to_take(itemsize, m, n, k):
     p = _shortk.plan(m, n, k, itemsize)
-    assert (p.lanes, p.cols) in _shortk.LAYOUTS[itemsize]
+    assert (p.lanes, p.cols) == _shortk.layout(n, itemsize) and (p.lanes, p.cols) in _shortk.LAYOUTS[itemsize]
     assert k <= p.depth and (p.depth == _shortk.DEPTHS[0] or k > _shortk.DEPTHS[_shortk.DEPTHS.index(p.depth) - 1])
-    padded = -(-n // p.width) * p.width
-    least = min(-(-n // (l * c)) * l * c for l, c in _shortk.LAYOUTS[itemsize])
-    assert padded <= max(_shortk.WIDTH_SLACK * n, least), p
-    wider = [l for l in _shortk.LAYOUTS[itemsize] if l[0] * l[1] > p.width]
-    assert all(-(-n // (l * c)) * l * c > _shortk.WIDTH_SLACK * n for l, c in wider), p  # the widest that fits
-    pass_rows, passes = _shortk.WARPS * 32 // p.lanes, _shortk.most_passes(p.lanes, p.depth, itemsize)
-    assert p.rows % pass_rows == 0 and p.rows <= passes * pass_rows <= _shortk.MAX_PASSES * pass_rows
+    deep = _shortk.WARPS // p.warps_n
+    pass_rows, passes = deep * 32 // p.lanes, _shortk.most_passes(deep, p.lanes, p.depth, itemsize)
+    assert _shortk.WARPS % p.warps_n == 0 and p.rows % pass_rows == 0 and p.rows <= passes * pass_rows
     assert p.rows * p.depth * itemsize <= _shortk.MAX_SHARED
-    assert p.rows < m + pass_rows or p.rows == passes * pass_rows
+    assert p.warps_n == 1 or -(-n // (p.lanes * p.cols)) >= p.warps_n  # no warp abreast without columns
+    assert p.warps_n == 1 or m <= 2 * deep * 32 // p.lanes * _shortk.MAX_PASSES  # warps abreast: C has few rows
+
+
+@pytest.mark.parametrize("n, itemsize, want", [(8, 4, (8, 1)), (9, 4, (16, 1)), (16, 8, (16, 1)), (17, 4, (32, 1)),
+                                               (31, 4, (32, 1)), (44, 4, (32, 2)), (102, 4, (32, 4)),
+                                               (176, 4, (32, 4)), (58258, 4, (32, 4)), (58258, 8, (32, 2))])
+def test_the_layout_takes_32_lanes_where_c_is_wider_than_16(n, itemsize, want):
+    """As measured in session 41 (tools/short_k_probe.py): 16 lanes ran n = 44 1.5x slower than 32 lanes of 2
+    columns; four columns a lane beat two on n = 102 and 176 (a partial tile's idle lanes cost little)."""
+    assert _shortk.layout(n, itemsize) == want
 
 
 @pytest.mark.gpu
@@ -67,13 +73,15 @@ def test_every_layout_and_depth_on_odd_shapes(dtype, depth):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_rows_a_block_as_planned_or_given(dtype):
-    """A block of one pass of rows, of its most passes, and of a count of rows past C's."""
+def test_rows_a_block_and_warps_abreast_as_planned_or_given(dtype):
+    """A block of one pass of rows, of many passes, of a count of rows past C's; 1 to 8 warps abreast."""
     m, k, n = 300, 7, 129
     A, B = random_array((m, k), dtype), random_array((k, n), dtype)
-    for rows in (None, 32, 288, 512):  # (lanes 8: 32 rows a pass)
-        p = _shortk.plan(m, n, k, np.dtype(dtype).itemsize, (8, 1), rows) if rows else _shortk.plan(
-            m, n, k, np.dtype(dtype).itemsize)
+    item = np.dtype(dtype).itemsize
+    plans = [_shortk.plan(m, n, k, item)]
+    plans += [_shortk.plan(m, n, k, item, (8, 1), rows, 1) for rows in (32, 288, 512)]  # (lanes 8: 32 rows a pass)
+    plans += [_shortk.plan(m, n, k, item, (32, 1), None, warps_n) for warps_n in (1, 2, 4, 8)]
+    for p in plans:
         out = poisoned((m, n), dtype)
         _shortk.run(A, B, out, p)
         assert_close(out, ref64(A, B), dtype, k, f"{p}")
