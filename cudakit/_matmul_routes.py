@@ -2,10 +2,12 @@
 
 FP64 with a long k and a C small enough that reading A and B bounds the product: the streaming DMMA kernel (_longk).
 A small C (not one row or column) whose 8 x 8 parts read the operands at most twice over, with a long k: the dots
-kernel (blocks summing runs of k). A side of C up to 32 with a short k: the skinny kernel (a thread per line of C).
-Otherwise one row or one column: the matvec kernels (they read the matrix once, at memory speed). A short k (up to
-SHORT_K_F64; FP32 up to SHORT_K_F32, or SHORT_K_F32_MID for a mid-size C, where both sides of C pass NARROW_SIDE and
-X3 does not take it from matmul_tc.X3_MIN_K): the small-product kernel (whole rows of C per store). Everything else:
+kernel (blocks summing runs of k). A k of at most 16 (not one row or column): the short-k writer (_shortk: B's k rows
+in each lane's registers, whole lines of C per store), but for a C of at most 16 columns that the skinny kernel takes
+(a side of C up to 32 with a short k: a thread per line of C). Otherwise one row or one column: the matvec kernels
+(they read the matrix once, at memory speed). A short k past 16 (up to SHORT_K_F64; FP32 up to SHORT_K_F32, or
+SHORT_K_F32_MID for a mid-size C, where both sides of C pass NARROW_SIDE and X3 does not take it from
+matmul_tc.X3_MIN_K): the small-product kernel (whole rows of C per store). Everything else:
 the tile and split of k that matmul's time model picks: the register tiles (narrow ones for a side of C up to 32), for
 FP32 also three TF32 products (X3), and for FP64 the pipelined tensor-core DMMA kernel's tiles (k whole, or split for a
 small C with a long k).
@@ -270,12 +272,12 @@ def _route(A, B, out):
         if dots:
             return dots_launcher(A, B, out, *dots)
     skinny = skinny_plan(m, k, n, out.itemsize)
+    if min(m, n) > 1 and _shortk.takes(out.itemsize, k) and not (skinny and n <= _shortk.SKINNY_KEEPS):
+        return _shortk.launcher(A, B, out, _shortk.plan(m, n, k, out.itemsize, sms=sm_count(device_id)))
     if skinny:
         return skinny_launcher(A, B, out, *skinny)
     if n == 1 or m == 1:  # a matrix-vector product: the matvec kernels read the matrix once, at memory speed
         return _matvec_route(A, B, out)
-    if _shortk.takes(out.itemsize, k):
-        return _shortk.launcher(A, B, out, _shortk.plan(m, n, k, out.itemsize, sms=sm_count(device_id)))
     if short_k_takes(out.dtype, m, n, k, device_id):
         return short_k_launcher(A, B, out)
     in_place = mm._layout(A, 0)[0] is A and mm._layout(B, 1)[0] is B

@@ -22,10 +22,12 @@ MAX_K = DEPTHS[-1]
 # partial tile cost little, a lane's B registers serve all its columns)
 LAYOUTS = {4: ((32, 4), (32, 2), (32, 1), (16, 1), (8, 1)), 8: ((32, 2), (32, 1), (16, 1), (8, 1))}
 ALPHA = 3
-# Each warp makes up to MAX_PASSES passes over rows (B's registers are loaded once a warp): a C of few rows stands
-# the block's warps abreast instead, as long as the blocks give each SM at least MIN_BLOCKS_PER_SM
-MAX_PASSES = 64
+# Each warp makes up to PASSES_PER_DEPTH x KMAX passes over rows (B's k x cols registers are loaded once a warp:
+# 16 passes ran k of 1 to 8 faster than 64, 64 ran k of 13 and 16 faster: session 41); a C of fewer rows stands the
+# block's warps abreast instead. Passes halve while the blocks give each SM fewer than MIN_BLOCKS_PER_SM.
+PASSES_PER_DEPTH = 4
 MIN_PASSES, MIN_BLOCKS_PER_SM = 8, 2
+SKINNY_KEEPS = 16  # a 2-D C this narrow that the skinny kernel takes keeps it (16 or 8 lanes a row: not timed there)
 MAX_SHARED = 48 * 1024  # a block's rows of A (no opt-in to more)
 MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535
 
@@ -68,8 +70,9 @@ def layout(n: int, itemsize: int) -> tuple[int, int]:
 
 
 def takes(itemsize: int, k: int) -> bool:
-    """Whether matmul's routes put products of this element size and k here (past the matvec, skinny and dots
-    routes, and for batches the tiny kernel and the small-product kernel within its limits)."""
+    """Whether matmul's routes put products of this element size and k here: 2-D past the dots route, not one row or
+    column, and not a C of at most SKINNY_KEEPS columns that the skinny kernel takes; batches past the tiny kernel and
+    the small-product kernel's limits."""
     return k <= MAX_K and itemsize in TAKES
 
 
@@ -77,9 +80,9 @@ TAKES = (4, 8)  # the element sizes routed here
 
 
 def most_passes(deep: int, lanes: int, depth: int, itemsize: int) -> int:
-    """The most row passes a block's warps make, `deep` of them taking rows in turn: MAX_PASSES, or fewer where the
-    block's rows of A would pass MAX_SHARED."""
-    return min(MAX_PASSES, MAX_SHARED // (deep * 32 // lanes * depth * itemsize))
+    """The most row passes a block's warps make, `deep` of them taking rows in turn: PASSES_PER_DEPTH x depth, or
+    fewer where the block's rows of A would pass MAX_SHARED."""
+    return min(PASSES_PER_DEPTH * depth, MAX_SHARED // (deep * 32 // lanes * depth * itemsize))
 
 
 def plan(m: int, n: int, k: int, itemsize: int, lanes_cols: tuple[int, int] | None = None,
@@ -92,7 +95,7 @@ def plan(m: int, n: int, k: int, itemsize: int, lanes_cols: tuple[int, int] | No
     group = 32 // lanes
     if warps_n is None:
         abreast = 1 << (-(-n // (lanes * cols))).bit_length() - 1  # (no more warps abreast than C has tiles of a warp)
-        deep = 1 << (-(-m // (group * MAX_PASSES)) - 1).bit_length()
+        deep = 1 << (-(-m // (group * PASSES_PER_DEPTH * depth)) - 1).bit_length()
         warps_n = max(1, min(WARPS, abreast, WARPS // min(deep, WARPS)))
     if rows is None:
         pass_rows = WARPS // warps_n * group

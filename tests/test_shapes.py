@@ -8,6 +8,7 @@ import pytest
 
 import cudakit
 from cudakit import _matmul_batch, _matmul_routes, _tune
+from cudakit._device import sm_count
 from conftest import assert_close, poisoned, random_array
 
 mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
@@ -278,8 +279,7 @@ def routed_on_every_layout(launcher: str, mkn, dtype, monkeypatch, views, record
     return taken
 
 
-SKINNY = [(5000, 3, 7), (4099, 14, 18), (3, 11, 70_001), (17, 1, 9000), (4096, 16, 32), (33_000, 5, 2),
-          (31, 12, 4100), (8191, 9, 9), (250_000, 9, 1), (1, 10, 160_001)]
+SKINNY = [(5000, 3, 7), (33_000, 5, 2), (8191, 9, 9), (250_000, 9, 1), (1, 10, 160_001), (4099, 16, 16)]
 
 
 @pytest.mark.gpu
@@ -295,6 +295,29 @@ def test_skinny_products_take_the_skinny_kernel(dtype, mkn, monkeypatch):
     a, b = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
     assert routed_on_every_layout("skinny_launcher", mkn, dtype, monkeypatch, (a, b)) == [1] * 5
     with cupy.cuda.Stream():  # the caller's stream
+        assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} side stream")
+
+
+# k at most 16 past the dots route, not one row or column, nor a C of at most 16 columns that the skinny kernel takes
+SHORT_K_WRITER = [(3288, 4, 4001), (220, 2, 7333), (999, 1, 1001), (40, 9, 70), (161_372, 1, 176), (3000, 3, 5001),
+                  (4099, 14, 18), (3, 11, 70_001), (17, 1, 9000), (4096, 16, 32), (31, 12, 4100), (1000, 4, 10)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mkn", SHORT_K_WRITER, ids=str)
+def test_a_short_k_takes_the_short_k_writer(dtype, mkn, monkeypatch):
+    """On every layout and on views with negative and non-unit strides, its output poisoned first; in the caller's
+    stream."""
+    import cupy
+    from cudakit import _shortk
+
+    m, k, n = mkn
+    assert _shortk.takes(np.dtype(dtype).itemsize, k)
+    a, b = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
+    plans = routed_on_every_layout("launcher", mkn, dtype, monkeypatch, (a, b), lambda args: args[3], _shortk)
+    assert len(plans) == 5 and set(plans) == {_shortk.plan(m, n, k, np.dtype(dtype).itemsize, sms=sm_count(0))}
+    with cupy.cuda.Stream():
         assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} side stream")
 
 
@@ -347,10 +370,8 @@ def test_one_row_or_column_of_c_reads_a_column_major_operand_as_one_run(dtype, m
     assert_close(out, ref64(a, b), dtype, k, f"{mkn}")
 
 
-SHORT_K_F64 = [(3288, 4, 4001), (220, 2, 7333), (17, 32, 3000), (999, 1, 1001), (2617, 23, 389), (40, 9, 70),
-               (5001, 25, 10), (6400, 20, 24)]
-SHORT_K_F32 = [(161372, 1, 176), (3000, 3, 5001), (999, 1, 1001), (40, 8, 70), (658, 17, 8192), (1500, 47, 1501),
-               (3001, 31, 2999)]
+SHORT_K_F64 = [(17, 32, 3000), (2617, 23, 389), (5001, 25, 10), (6400, 20, 24)]  # (k to 16: the short-k writer)
+SHORT_K_F32 = [(658, 17, 8192), (1500, 47, 1501), (3001, 31, 2999)]
 
 
 @pytest.mark.gpu
@@ -556,7 +577,35 @@ def test_float32_products_on_the_wide_tile(shapes, monkeypatch):
 
 SMALL_BATCHES = [(40, 32, 32, 32), (7, 1, 3, 149), (9, 8, 2, 264), (5, 29, 7, 246), (6, 43, 64, 4), (3, 300, 17, 1),
                  (4, 64, 30, 64), (3, 60, 20, 100), (2, 17, 33, 200), (5, 110, 16, 70), (3, 16, 20, 60),
-                 (4, 120, 40, 7), (6, 64, 24, 32), (3, 70, 9, 131), (2, 130, 5, 257)]
+                 (4, 120, 40, 7), (6, 64, 24, 32)]
+SHORT_K_BATCHES = [(3, 70, 9, 131), (2, 130, 5, 257), (5, 511, 2, 31), (4, 100, 16, 100), (3, 3000, 1, 7)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bmkn", SHORT_K_BATCHES, ids=str)
+def test_batches_of_a_short_k_past_the_small_kernel_take_the_short_k_writer(dtype, bmkn, monkeypatch):
+    """C-order, F-order and broadcast operands, a batch of two axes that is not one evenly spaced run; the output
+    poisoned first."""
+    import cupy
+    from cudakit import _shortk
+
+    count, m, k, n = bmkn
+    assert _matmul_batch.past_small_limits(m, n, k) and _shortk.takes(np.dtype(dtype).itemsize, k)
+    taken = []
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
+    monkeypatch.setattr(_shortk, "launches", lambda *args, run=_shortk.launches: taken.append(args[4]) or run(*args))
+    operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype)),
+                (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, n, k), dtype).transpose(0, 2, 1)),
+                (random_array((m, k), dtype), random_array((count, k, n), dtype)),
+                (random_array((count, m, k), dtype), cupy.broadcast_to(random_array((k, n), dtype), (count, k, n))),
+                (random_array((2, count, m, k), dtype), random_array((1, count, k, n), dtype)[:, ::-1])]
+    for a, b in operands:
+        want = ref64(a, b)
+        out = poisoned(want.shape, dtype)
+        assert cudakit.matmul(a, b, out=out) is out
+        assert_close(out, want, dtype, k, f"{bmkn} {a.strides} {b.strides}")
+    assert taken[:4] == [count] * 4 and len(taken) >= 5
 
 
 @pytest.mark.gpu

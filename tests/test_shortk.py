@@ -39,7 +39,7 @@ def test_the_plan_covers_k_and_c_with_warps_that_have_rows_to_take(itemsize, m, 
     assert _shortk.WARPS % p.warps_n == 0 and p.rows % pass_rows == 0 and p.rows <= passes * pass_rows
     assert p.rows * p.depth * itemsize <= _shortk.MAX_SHARED
     assert p.warps_n == 1 or -(-n // (p.lanes * p.cols)) >= p.warps_n  # no warp abreast without columns
-    assert p.warps_n == 1 or m <= 2 * deep * 32 // p.lanes * _shortk.MAX_PASSES  # warps abreast: C has few rows
+    assert p.warps_n == 1 or m <= 2 * deep * 32 // p.lanes * _shortk.PASSES_PER_DEPTH * p.depth  # C has few rows
 
 
 @pytest.mark.parametrize("n, itemsize, want", [(8, 4, (8, 1)), (9, 4, (16, 1)), (16, 8, (16, 1)), (17, 4, (32, 1)),
