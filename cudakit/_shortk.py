@@ -22,11 +22,14 @@ MAX_K = DEPTHS[-1]
 # partial tile cost little, a lane's B registers serve all its columns)
 LAYOUTS = {4: ((32, 4), (32, 2), (32, 1), (16, 1), (8, 1)), 8: ((32, 2), (32, 1), (16, 1), (8, 1))}
 ALPHA = 3
-# Each warp makes up to PASSES_PER_DEPTH x KMAX passes over rows (B's k x cols registers are loaded once a warp:
-# 16 passes ran k of 1 to 8 faster than 64, 64 ran k of 13 and 16 faster: session 41); a C of fewer rows stands the
-# block's warps abreast instead. Passes halve while the blocks give each SM fewer than MIN_BLOCKS_PER_SM.
-PASSES_PER_DEPTH = 4
-MIN_PASSES, MIN_BLOCKS_PER_SM = 8, 2
+# A block's rows: at least MIN_ROWS[KMAX] (each of its warps loads B's KMAX x cols registers, the same ones where the
+# warps stand one deep: more rows spread that), and else enough for C_BYTES of C (fewer and larger blocks ran both
+# slower: tools/short_k_probe.py, session 41). A C of fewer rows stands the block's warps abreast, each then taking
+# at least MIN_ROWS / WARPS of them. Rows, then a lane's columns, shrink while the blocks give each SM fewer than
+# MIN_BLOCKS_PER_SM.
+MIN_ROWS = {4: 32, 8: 128, 16: 512}
+C_BYTES = 64 * 1024
+MIN_BLOCKS_PER_SM = 2
 SKINNY_KEEPS = 16  # a 2-D C this narrow that the skinny kernel takes keeps it (16 or 8 lanes a row: not timed there)
 MAX_SHARED = 48 * 1024  # a block's rows of A (no opt-in to more)
 MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535
@@ -62,11 +65,18 @@ def instantiation_groups():
 
 def layout(n: int, itemsize: int) -> tuple[int, int]:
     """(lanes a row, columns a lane) for a C n wide (see LAYOUTS)."""
-    layouts = LAYOUTS[itemsize]
-    narrow = [l for l in layouts if l[0] < 32 and n <= l[0]]
+    return layouts(n, itemsize)[0]
+
+
+def layouts(n: int, itemsize: int) -> list[tuple[int, int]]:
+    """The layouts for a C n wide, best first (see LAYOUTS): then those of fewer columns a lane, which make more
+    blocks of a small C."""
+    options = LAYOUTS[itemsize]
+    narrow = [l for l in options if l[0] < 32 and n <= l[0]]
     if narrow:
-        return min(narrow)
-    return min((l for l in layouts if l[0] == 32), key=lambda l: -(-n // (32 * l[1])) * (ALPHA + l[1]))
+        return [min(narrow)]
+    best = min((l for l in options if l[0] == 32), key=lambda l: -(-n // (32 * l[1])) * (ALPHA + l[1]))
+    return [best] + [l for l in options if l[0] == 32 and l[1] < best[1]]
 
 
 def takes(itemsize: int, k: int) -> bool:
@@ -79,10 +89,11 @@ def takes(itemsize: int, k: int) -> bool:
 TAKES = (4, 8)  # the element sizes routed here
 
 
-def most_passes(deep: int, lanes: int, depth: int, itemsize: int) -> int:
-    """The most row passes a block's warps make, `deep` of them taking rows in turn: PASSES_PER_DEPTH x depth, or
-    fewer where the block's rows of A would pass MAX_SHARED."""
-    return min(PASSES_PER_DEPTH * depth, MAX_SHARED // (deep * 32 // lanes * depth * itemsize))
+def most_rows(deep: int, lanes: int, depth: int, itemsize: int) -> int:
+    """The most rows of A a block stages within MAX_SHARED, a whole number of its passes (`deep` warps taking rows in
+    turn, 32 / lanes rows each)."""
+    pass_rows = deep * 32 // lanes
+    return MAX_SHARED // (pass_rows * depth * itemsize) * pass_rows
 
 
 def plan(m: int, n: int, k: int, itemsize: int, lanes_cols: tuple[int, int] | None = None,
@@ -91,19 +102,29 @@ def plan(m: int, n: int, k: int, itemsize: int, lanes_cols: tuple[int, int] | No
     warps abreast given."""
     assert 1 <= k <= MAX_K, k
     depth = next(d for d in DEPTHS if k <= d)
-    lanes, cols = lanes_cols or layout(n, itemsize)
+    given = lanes_cols
+    for lanes, cols in (lanes_cols,) if lanes_cols else layouts(n, itemsize):
+        p = _plan(m, n, depth, itemsize, lanes, cols, rows, warps_n, MIN_BLOCKS_PER_SM * sms // count)
+        if given or -(-m // p.rows) * -(-n // p.width) * count >= MIN_BLOCKS_PER_SM * sms:
+            break
+    return p
+
+
+def _plan(m, n, depth, itemsize, lanes, cols, rows, warps_n, want_blocks) -> ShortkPlan:
     group = 32 // lanes
     if warps_n is None:
         abreast = 1 << (-(-n // (lanes * cols))).bit_length() - 1  # (no more warps abreast than C has tiles of a warp)
-        deep = 1 << (-(-m // (group * PASSES_PER_DEPTH * depth)) - 1).bit_length()
-        warps_n = max(1, min(WARPS, abreast, WARPS // min(deep, WARPS)))
+        deep = max(1, min(WARPS, m * WARPS // (group * MIN_ROWS[depth])))
+        warps_n = max(1, min(WARPS, abreast, WARPS // (1 << deep.bit_length() - 1)))
     if rows is None:
-        pass_rows = WARPS // warps_n * group
-        passes = min(most_passes(WARPS // warps_n, lanes, depth, itemsize), -(-m // pass_rows))
-        blocks = lambda passes: -(-m // (passes * pass_rows)) * -(-n // (warps_n * lanes * cols)) * count
-        while passes > MIN_PASSES and blocks(passes) < MIN_BLOCKS_PER_SM * sms:
-            passes = -(-passes // 2)
-        rows = passes * pass_rows
+        deep = WARPS // warps_n
+        pass_rows = deep * group
+        want = max(MIN_ROWS[depth], C_BYTES // (min(n, warps_n * lanes * cols) * itemsize))
+        rows = min(-(-want // pass_rows), -(-m // pass_rows)) * pass_rows
+        rows = min(rows, most_rows(deep, lanes, depth, itemsize))
+        tiles_n = -(-n // (warps_n * lanes * cols))
+        while rows > 2 * pass_rows and -(-m // rows) * tiles_n < want_blocks:  # (two passes at least)
+            rows = -(-rows // (2 * pass_rows)) * pass_rows
     return ShortkPlan(lanes, cols, depth, rows, warps_n)
 
 

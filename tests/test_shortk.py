@@ -32,14 +32,22 @@ def test_every_instantiation_compiles_warning_free_and_without_spills():
                                      (511, 31, 2), (100, 2, 16), (3, 100, 5), (40000, 300, 9), (8192, 8192, 16)])
 def test_the_plan_covers_k_and_c_with_warps_that_have_rows_to_take(itemsize, m, n, k):
     p = _shortk.plan(m, n, k, itemsize)
-    assert (p.lanes, p.cols) == _shortk.layout(n, itemsize) and (p.lanes, p.cols) in _shortk.LAYOUTS[itemsize]
+    assert (p.lanes, p.cols) in _shortk.layouts(n, itemsize)
     assert k <= p.depth and (p.depth == _shortk.DEPTHS[0] or k > _shortk.DEPTHS[_shortk.DEPTHS.index(p.depth) - 1])
     deep = _shortk.WARPS // p.warps_n
-    pass_rows, passes = deep * 32 // p.lanes, _shortk.most_passes(deep, p.lanes, p.depth, itemsize)
-    assert _shortk.WARPS % p.warps_n == 0 and p.rows % pass_rows == 0 and p.rows <= passes * pass_rows
+    pass_rows = deep * 32 // p.lanes
+    assert _shortk.WARPS % p.warps_n == 0 and p.rows % pass_rows == 0
     assert p.rows * p.depth * itemsize <= _shortk.MAX_SHARED
+    assert p.rows < m + pass_rows  # (no pass of rows past C's)
     assert p.warps_n == 1 or -(-n // (p.lanes * p.cols)) >= p.warps_n  # no warp abreast without columns
-    assert p.warps_n == 1 or m <= 2 * deep * 32 // p.lanes * _shortk.PASSES_PER_DEPTH * p.depth  # C has few rows
+    assert p.warps_n == 1 or m * p.lanes // 32 < 2 * p.rows  # warps abreast: C has few rows
+    blocks = lambda rows: -(-m // rows) * -(-n // p.width)
+    most = _shortk.most_rows(deep, p.lanes, p.depth, itemsize)
+    want = max(_shortk.MIN_ROWS[p.depth], _shortk.C_BYTES // (min(n, p.width) * itemsize))
+    if p.rows < min(want, m, most) - pass_rows:  # fewer rows only to give 132 SMs two blocks each, two passes at least
+        assert blocks(2 * p.rows) < 264 and p.rows >= min(2 * pass_rows, m), p
+    if (p.lanes, p.cols) != _shortk.layout(n, itemsize):  # fewer columns a lane: a C too small for them
+        assert blocks(p.rows) >= 264 or (p.lanes, p.cols) == _shortk.layouts(n, itemsize)[-1], p
 
 
 @pytest.mark.parametrize("n, itemsize, want", [(8, 4, (8, 1)), (9, 4, (16, 1)), (16, 8, (16, 1)), (17, 4, (32, 1)),
