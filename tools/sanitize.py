@@ -319,6 +319,40 @@ def long_k_fp64(small: bool) -> int:
     return runs
 
 
+def short_k(small: bool) -> int:
+    """Every layout and depth of the short-k writer, both dtypes, 2-D on the four layouts (edge rows and columns, warps
+    abreast and deep), views that end where their allocation does, and a batch with B broadcast."""
+    from cudakit import _shortk
+
+    runs = 0
+    shapes = [(1, 1, 1), (3, 5, 17)] if small else [(37, 16, 71), (300, 7, 133)]
+    ending = lambda rows, cols, dtype: rand((rows, cols + 1), dtype)[:, 1:]
+    for dtype in (np.float32, np.float64):
+        item = np.dtype(dtype).itemsize
+        for lanes, cols in _shortk.LAYOUTS[item]:
+            for m, k, n in shapes:
+                for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
+                    A, B = rand((m, k), dtype, oa), rand((k, n), dtype, ob)
+                    for warps_n in (1, 8):
+                        out = cupy.empty((m, n), dtype)
+                        _shortk.run(A, B, out, _shortk.plan(m, n, k, item, (lanes, cols), None, warps_n))
+                        assert _check.product_error(out, A, B) <= _check.tolerance(dtype, k), (lanes, cols, m, k, n)
+                        runs += 1
+            A, B = ending(45, 9, dtype), ending(9, 33, dtype)
+            out = cupy.empty((45, 33), dtype)
+            _shortk.launcher(A, B, out, _shortk.plan(45, 33, 9, item, (lanes, cols)))(A, B, out)
+            assert _check.product_error(out, A, B) <= _check.tolerance(dtype, 9), (lanes, cols, "views")
+            A, B = rand((3, 20, 5), dtype), rand((5, 40), dtype)
+            out = cupy.empty((3, 20, 40), dtype)
+            for args in _shortk.launches(_shortk.plan(20, 40, 5, item, (lanes, cols)), A[0], B, out.data.ptr, 3,
+                                         (100, 0, 800)):
+                launch(*args)
+            for i in range(3):
+                assert _check.product_error(out[i], A[i], B) <= _check.tolerance(dtype, 5), (lanes, cols, "batch", i)
+            runs += 2
+    return runs
+
+
 def tensor_cores(small: bool) -> int:
     """Every tensor-core variant this GPU runs, float16, bfloat16 and TF32, on odd shapes in the four layouts,
     offset (misaligned) views and a batch with a broadcast operand."""
@@ -391,6 +425,7 @@ PARTS = {
     "tensor-cores": tensor_cores,
     "dmma": pipelined_fp64,  # the pipelined FP64 kernel
     "longk": long_k_fp64,  # the streaming FP64 kernel for a long k
+    "shortk": short_k,  # the short-k writer
     "tiles": lambda small: simt_tiles(),  # the fast matmul's SIMT tiles, whole and split
     "x3": x3_tiles,
 }
