@@ -169,8 +169,8 @@ def short_k_takes(dtype, m: int, n: int, k: int, device_id: int) -> bool:
     SHORT_K_F64 deep, FP32 up to SHORT_K_F32 (SHORT_K_F32_MID for a C of SHORT_K_F32_MID_C elements) where both sides
     of C pass NARROW_SIDE (as measured: a narrow C keeps its tiles) and X3 does not take it (x3_short_k_takes)."""
     batch = mm._matmul_batch
-    if dtype == mm.F64:
-        return k <= batch.SHORT_K_F64
+    if dtype == mm.F64:  # (from _dmma.SHORT_DEPTHS the planner weighs the DMMA tiles first)
+        return k <= batch.SHORT_K_F64 and not _dmma.planned(m, n, k, device_id)
     if min(m, n) <= _tune.NARROW_SIDE or x3_short_k_takes(dtype, m, n, k, device_id):
         return False
     return k <= batch.SHORT_K_F32 or (k <= batch.SHORT_K_F32_MID and

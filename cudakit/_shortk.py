@@ -83,10 +83,11 @@ def takes(itemsize: int, k: int) -> bool:
     """Whether matmul's routes put products of this element size and k here: 2-D past the dots route, not one row or
     column, and not a C of at most SKINNY_KEEPS columns that the skinny kernel takes; batches past the tiny kernel and
     the small-product kernel's limits."""
-    return k <= MAX_K and itemsize in TAKES
+    return k <= TAKES.get(itemsize, 0)
 
 
-TAKES = (4, 8)  # the element sizes routed here
+# The deepest k routed here, by element size: FP64 products from 9 deep ran faster on the DMMA tiles (_dmma.SHORT_DEPTHS)
+TAKES = {4: MAX_K, 8: 8}
 
 
 def most_rows(deep: int, lanes: int, depth: int, itemsize: int) -> int:

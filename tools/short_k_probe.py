@@ -52,7 +52,7 @@ def shortk_run(plan):
 def old_route(A, B, out):
     """cudakit.matmul with the short-k writer off (its route caches cleared either side)."""
     keep = _shortk.TAKES
-    _shortk.TAKES = ()
+    _shortk.TAKES = {}
     _matmul_routes._routes.clear()
     _matmul_batch._BATCH_LAUNCHES.clear()
     try:
