@@ -74,9 +74,10 @@ SMALLEST = TILES[5]
 # kernel's limits or SHORT_K_F64_BATCH) takes the small-product kernel before the planner; k from there to 47 was not
 # timed and keeps the register tiles.
 MIN_DEPTH, MIN_ROUND = 48, 0.8
-# 2-D FP64 products SHORT_DEPTHS deep are planned so too: PLANNED ran them at 0.93-1.30x cuBLAS on seven products, where
-# the short-k writer and the small kernel ran 0.63-0.93x (docs/NOTES.md, session 41); shallower ones keep the
-# short-k writer (it ran k of 4 to 8 faster than the tiles), batches the small kernel (not timed)
+# 2-D FP64 products SHORT_DEPTHS deep with both sides of C even are planned so too: PLANNED ran them at 0.88-1.65x
+# cuBLAS, where the short-k writer ran 0.71-0.93x; an odd side (C's lines stored a double at a time, or its pairs off
+# 16 bytes) ran the tiles at half the writer's speed (docs/NOTES.md, session 41). The rest keep the short-k writer
+# (which ran k of 4 to 8 faster than the tiles too), batches included.
 SHORT_DEPTHS = (9, 16)
 # FP64 products at least LONG_DEPTH deep whose C leaves SMs without a SMALLEST tile: split_plan's tile and split of k
 # is weighed beside the register tiles' (split_launcher; it outran the register-staged DMMA tiles' splits). Its tile
@@ -205,9 +206,11 @@ def fits(tile: DmmaTile, device_id: int) -> bool:
 
 def planned(m: int, n: int, k: int, device_id: int, count: int = 1) -> bool:
     """Whether matmul's planner weighs the PLANNED tiles alone (those that fit) for `count` m x k x n FP64 products:
-    sm_80 and later with room for one of them, k at least MIN_DEPTH (one product: or within SHORT_DEPTHS), both sides
-    of C past _tune.NARROW_SIDE, and the products' C giving MIN_ROUND of the SMs a SMALLEST tile."""
-    deep_enough = k >= MIN_DEPTH or (count == 1 and SHORT_DEPTHS[0] <= k <= SHORT_DEPTHS[1])
+    sm_80 and later with room for one of them, k at least MIN_DEPTH (one product of even sides: or within
+    SHORT_DEPTHS), both sides of C past _tune.NARROW_SIDE, and the products' C giving MIN_ROUND of the SMs a SMALLEST
+    tile."""
+    short = count == 1 and SHORT_DEPTHS[0] <= k <= SHORT_DEPTHS[1] and m % 2 == 0 and n % 2 == 0
+    deep_enough = k >= MIN_DEPTH or short
     return (deep_enough and min(m, n) > _tune.NARROW_SIDE and _tune.compute_capability(device_id) >= 80
             and count * -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) >= MIN_ROUND * sm_count(device_id)
             and any(fits(t, device_id) for t in PLANNED))

@@ -169,7 +169,7 @@ def short_k_takes(dtype, m: int, n: int, k: int, device_id: int) -> bool:
     SHORT_K_F64 deep, FP32 up to SHORT_K_F32 (SHORT_K_F32_MID for a C of SHORT_K_F32_MID_C elements) where both sides
     of C pass NARROW_SIDE (as measured: a narrow C keeps its tiles) and X3 does not take it (x3_short_k_takes)."""
     batch = mm._matmul_batch
-    if dtype == mm.F64:  # (from _dmma.SHORT_DEPTHS the planner weighs the DMMA tiles first)
+    if dtype == mm.F64:  # (within _dmma.SHORT_DEPTHS the planner weighs the DMMA tiles first)
         return k <= batch.SHORT_K_F64 and not _dmma.planned(m, n, k, device_id)
     if min(m, n) <= _tune.NARROW_SIDE or x3_short_k_takes(dtype, m, n, k, device_id):
         return False
@@ -272,7 +272,8 @@ def _route(A, B, out):
         if dots:
             return dots_launcher(A, B, out, *dots)
     skinny = skinny_plan(m, k, n, out.itemsize)
-    if min(m, n) > 1 and _shortk.takes(out.itemsize, k) and not (skinny and n <= _shortk.SKINNY_KEEPS):
+    if (min(m, n) > 1 and _shortk.takes(out.itemsize, k) and not (skinny and n <= _shortk.SKINNY_KEEPS)
+            and not (out.dtype == mm.F64 and _dmma.planned(m, n, k, device_id))):
         return _shortk.launcher(A, B, out, _shortk.plan(m, n, k, out.itemsize, sms=sm_count(device_id)))
     if skinny:
         return skinny_launcher(A, B, out, *skinny)

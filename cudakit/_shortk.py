@@ -81,13 +81,12 @@ def layouts(n: int, itemsize: int) -> list[tuple[int, int]]:
 
 def takes(itemsize: int, k: int) -> bool:
     """Whether matmul's routes put products of this element size and k here: 2-D past the dots route, not one row or
-    column, and not a C of at most SKINNY_KEEPS columns that the skinny kernel takes; batches past the tiny kernel and
-    the small-product kernel's limits."""
+    column, not a C of at most SKINNY_KEEPS columns that the skinny kernel takes, nor FP64 that _dmma plans
+    (_dmma.SHORT_DEPTHS); batches past the tiny kernel and the small-product kernel's limits."""
     return k <= TAKES.get(itemsize, 0)
 
 
-# The deepest k routed here, by element size: FP64 products from 9 deep ran faster on the DMMA tiles (_dmma.SHORT_DEPTHS)
-TAKES = {4: MAX_K, 8: 8}
+TAKES = {4: MAX_K, 8: MAX_K}  # the deepest k routed here, by element size (FP64: see _dmma.SHORT_DEPTHS too)
 
 
 def most_rows(deep: int, lanes: int, depth: int, itemsize: int) -> int:

@@ -314,25 +314,28 @@ def test_a_short_k_takes_the_short_k_writer(dtype, mkn, monkeypatch):
 
     m, k, n = mkn
     a, b = random_array((m, 2 * k), dtype)[::-1, ::2], random_array((k, n + 3), dtype)[:, 3:]
+    assert _shortk.takes(np.dtype(dtype).itemsize, k)
     plans = routed_on_every_layout("launcher", mkn, dtype, monkeypatch, (a, b), lambda args: args[3], _shortk)
-    if not _shortk.takes(np.dtype(dtype).itemsize, k):  # FP64 past 8 deep: the DMMA tiles, the small kernel, skinny
-        assert plans == [] and dtype == np.float64 and k > 8
-        return
     assert len(plans) == 5 and set(plans) == {_shortk.plan(m, n, k, np.dtype(dtype).itemsize, sms=sm_count(0))}
     with cupy.cuda.Stream():
         assert_close(cudakit.matmul(a, b), ref64(a, b), dtype, k, f"{mkn} side stream")
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mkn", [(2000, 12, 1500), (1500, 9, 2003), (2001, 16, 1999)], ids=str)
-def test_fp64_products_9_to_16_deep_take_the_pipelined_dmma_tiles(mkn, monkeypatch):
-    """(_dmma.SHORT_DEPTHS) On every layout and on views with negative and non-unit strides, output poisoned first."""
-    from cudakit import _dmma
+@pytest.mark.parametrize("mkn", [(2000, 12, 1500), (1500, 9, 2004), (2002, 16, 1998), (2001, 12, 2000)], ids=str)
+def test_fp64_products_9_to_16_deep_of_even_sides_take_the_pipelined_dmma_tiles(mkn, monkeypatch):
+    """(_dmma.SHORT_DEPTHS) On every layout and on views with negative and non-unit strides, output poisoned first;
+    a C with an odd side: the short-k writer."""
+    from cudakit import _dmma, _shortk
 
     m, k, n = mkn
+    a, b = random_array((m, 2 * k), np.float64)[::-1, ::2], random_array((k, n + 3), np.float64)[:, 3:]
+    if m % 2:
+        plans = routed_on_every_layout("launcher", mkn, np.float64, monkeypatch, (a, b), lambda args: args[3], _shortk)
+        assert len(plans) == 5, plans
+        return
     if not _dmma.planned(m, n, k, 0):
         pytest.skip("the DMMA tiles are planned on sm_80 and later, for a C that gives most SMs a tile")
-    a, b = random_array((m, 2 * k), np.float64)[::-1, ::2], random_array((k, n + 3), np.float64)[:, 3:]
     tiles = routed_on_every_layout("launcher", mkn, np.float64, monkeypatch, (a, b), lambda args: args[3], _dmma)
     assert len(tiles) >= 5 and all(t in _dmma.PLANNED for t in tiles), tiles
 
@@ -607,9 +610,7 @@ def test_batches_of_a_short_k_past_the_small_kernel_take_the_short_k_writer(dtyp
     from cudakit import _shortk
 
     count, m, k, n = bmkn
-    assert _matmul_batch.past_small_limits(m, n, k)
-    if not _shortk.takes(np.dtype(dtype).itemsize, k):
-        pytest.skip("FP64 past 8 deep: the small kernel's short-k tile (test_batches_of_small_products...)")
+    assert _matmul_batch.past_small_limits(m, n, k) and _shortk.takes(np.dtype(dtype).itemsize, k)
     taken = []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
     monkeypatch.setattr(_shortk, "launches", lambda *args, run=_shortk.launches: taken.append(args[4]) or run(*args))
@@ -845,6 +846,7 @@ def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch)
         assert not pipelined(3852, 47, 35072) and not pipelined(4096, 40, 4096, 8)  # k under MIN_DEPTH
         # one product 9 to 16 deep too (session 41: 0.93-1.30x cuBLAS); not 8 (the short-k writer), not a batch
         assert pipelined(6000, 16, 6000) and pipelined(2000, 9, 2000) and not pipelined(2000, 17, 2000)
+        assert not pipelined(2001, 12, 2000) and not pipelined(2000, 12, 1999)  # an odd side: the short-k writer
         assert not pipelined(6000, 8, 6000) and not pipelined(512, 12, 512, 64) and not pipelined(536, 12, 11)
         assert not pipelined(536, 929, 11) and not pipelined(256, 512, 256)  # a narrow C; 16 tiles
         # a batch of a narrow C or of too few tiles, within one round of SMALLEST's blocks: SMALLEST alone (session 38)
