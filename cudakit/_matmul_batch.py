@@ -321,7 +321,7 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     if tiny and k > TINY_MAX_K:
         if not tiny_reads(a0, b0):
             tiny = None
-    shortk = not tiny and past_small_limits(m, n, k) and _shortk.takes(item, k)
+    shortk = not tiny and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)
     small = None if tiny or shortk else small_tile(m, n, k, item)
     if small and past_small_limits(m, n, k) and mm._matmul_routes.x3_short_k_takes(c.dtype, m, n, k, device_id):
         small = None  # (a short k takes X3 before the short-k tiles)

@@ -272,7 +272,7 @@ def _route(A, B, out):
         if dots:
             return dots_launcher(A, B, out, *dots)
     skinny = skinny_plan(m, k, n, out.itemsize)
-    if (min(m, n) > 1 and _shortk.takes(out.itemsize, k) and not (skinny and n <= _shortk.SKINNY_KEEPS)
+    if (min(m, n) > 1 and _shortk.takes(out.itemsize, k, m, n) and not (skinny and n <= _shortk.SKINNY_KEEPS)
             and not (out.dtype == mm.F64 and _dmma.planned(m, n, k, device_id))):
         return _shortk.launcher(A, B, out, _shortk.plan(m, n, k, out.itemsize, sms=sm_count(device_id)))
     if skinny:

@@ -33,6 +33,7 @@ MIN_BLOCKS_PER_SM = 2
 SKINNY_KEEPS = 16  # a 2-D C this narrow that the skinny kernel takes keeps it (16 or 8 lanes a row: not timed there)
 MAX_SHARED = 48 * 1024  # a block's rows of A (no opt-in to more)
 MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535
+MAX_SIDE = 2**31 - 1  # m and n are ints in the kernel
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,12 @@ def layouts(n: int, itemsize: int) -> list[tuple[int, int]]:
     return [best] + [l for l in options if l[0] == 32 and l[1] < best[1]]
 
 
-def takes(itemsize: int, k: int) -> bool:
-    """Whether matmul's routes put products of this element size and k here: 2-D past the dots route, not one row or
-    column, not a C of at most SKINNY_KEEPS columns that the skinny kernel takes, nor FP64 that _dmma plans
-    (_dmma.SHORT_DEPTHS); batches past the tiny kernel and the small-product kernel's limits."""
-    return k <= TAKES.get(itemsize, 0)
+def takes(itemsize: int, k: int, m: int = 1, n: int = 1) -> bool:
+    """Whether matmul's routes put m x k x n products of this element size here: 2-D past the dots route, not one
+    row or column, not a C of at most SKINNY_KEEPS columns that the skinny kernel takes, nor FP64 that _dmma plans
+    (_dmma.SHORT_DEPTHS); batches past the tiny kernel and the small-product kernel's limits. The kernel takes m and n
+    as 32-bit ints: a side past MAX_SIDE goes elsewhere."""
+    return k <= TAKES.get(itemsize, 0) and max(m, n) <= MAX_SIDE
 
 
 TAKES = {4: MAX_K, 8: MAX_K}  # the deepest k routed here, by element size (FP64: see _dmma.SHORT_DEPTHS too)
@@ -134,14 +136,19 @@ def launches(p: ShortkPlan, a0, b0, c_ptr: int, count: int, steps: tuple[int, in
     m, k = a0.shape
     n = b0.shape[1]
     item = a0.itemsize
-    fn = kernel(FAMILY, p.expression(a0.dtype), expressions(a0.dtype))
     tiles_n = -(-n // p.width)
-    assert WARPS % p.warps_n == 0 and p.rows % (WARPS // p.warps_n * 32 // p.lanes) == 0, p
+    if WARPS % p.warps_n or p.rows % (WARPS // p.warps_n * 32 // p.lanes) or not 1 <= k <= p.depth:
+        raise ValueError(f"a plan the kernel cannot take: {p} for k = {k}")
+    if max(m, n) > MAX_SIDE:
+        raise ValueError(f"C's sides ({m}, {n}) past the kernel's 32-bit ints")
     tiles = -(-m // p.rows) * tiles_n
-    assert tiles <= MAX_GRID_X, (m, n, p)
+    if tiles > MAX_GRID_X:
+        raise ValueError(f"{tiles} blocks past the grid's {MAX_GRID_X}: {p}")
     strides = tuple(st // item for st in a0.strides + b0.strides)
     shared = p.rows * p.depth * item
-    assert shared <= MAX_SHARED, p
+    if shared > MAX_SHARED:
+        raise ValueError(f"{shared} bytes of shared memory past {MAX_SHARED}: {p}")
+    fn = kernel(FAMILY, p.expression(a0.dtype), expressions(a0.dtype))
     out = []
     for p0 in range(0, count, MAX_GRID_Y):
         here = min(MAX_GRID_Y, count - p0)

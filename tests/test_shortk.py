@@ -99,23 +99,38 @@ def test_rows_a_block_and_warps_abreast_as_planned_or_given(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_views_reversed_and_odd_strides_read_in_place(dtype):
     """Offset views (odd addresses), reversed rows (negative strides), an operand with no unit stride, through the
-    launcher built once and run again on fresh operands of the same geometry."""
+    launcher built once and run again on fresh operands of the same geometry (new allocations, the same strides)."""
     m, k, n = 203, 11, 97
-    cases = [(random_array((m + 1, k + 2), dtype)[1:, 2:], random_array((k, n + 1), dtype)[:, 1:]),
-             (random_array((m, k), dtype)[::-1], random_array((k, n), dtype, "F")[:, ::-1]),
-             (random_array((m, 2 * k), dtype)[:, ::2], random_array((2 * k, n), dtype)[::2])]
-    for make in cases:
-        A, B = make
+    makers = [lambda: (random_array((m + 1, k + 2), dtype)[1:, 2:], random_array((k, n + 1), dtype)[:, 1:]),
+              lambda: (random_array((m, k), dtype)[::-1], random_array((k, n), dtype, "F")[:, ::-1]),
+              lambda: (random_array((m, 2 * k), dtype)[:, ::2], random_array((2 * k, n), dtype)[::2])]
+    for make in makers:
+        A, B = make()
         out = poisoned((m, n), dtype)
         run = _shortk.launcher(A, B, out)
         run(A, B, out)
         assert_close(out, ref64(A, B), dtype, k, f"{A.strides} {B.strides}")
-        A2, B2 = A.copy(), B.copy()  # (C order now: a geometry of its own)
-        A2[...] = random_array(A.shape, dtype)
-        B2[...] = random_array(B.shape, dtype)
+        A2, B2 = make()
+        assert (A2.strides, B2.strides) == (A.strides, B.strides) and A2.data.ptr != A.data.ptr
         out2 = poisoned((m, n), dtype)
-        _shortk.launcher(A2, B2, out2)(A2, B2, out2)
-        assert_close(out2, ref64(A2, B2), dtype, k, "fresh operands")
+        run(A2, B2, out2)
+        assert_close(out2, ref64(A2, B2), dtype, k, f"{A.strides} {B.strides}: fresh operands, the kept launch")
+
+
+def test_sides_past_32_bits_are_not_taken_and_plans_it_cannot_run_are_refused():
+    assert _shortk.takes(4, 16, 2, 2**31 - 1) and not _shortk.takes(4, 16, 2, 2**31)
+    assert not _shortk.takes(8, 16, 2**31, 3) and not _shortk.takes(4, 17)
+
+    class Fake:  # (launches reads shapes, strides and the dtype before any address or compile)
+        def __init__(self, shape):
+            self.shape, self.itemsize, self.strides, self.dtype = shape, 4, (4 * shape[1], 4), np.dtype(np.float32)
+
+    p = _shortk.plan(100, 100, 5, 4)
+    for bad in (_shortk.ShortkPlan(p.lanes, p.cols, p.depth, p.rows + 1, 1),
+                _shortk.ShortkPlan(p.lanes, p.cols, p.depth, p.rows, 3),
+                _shortk.ShortkPlan(p.lanes, p.cols, 4, p.rows, 1)):
+        with pytest.raises(ValueError):
+            _shortk.launches(bad, Fake((100, 5)), Fake((5, 100)), 0, 1, (0, 0, 0))
 
 
 @pytest.mark.gpu
