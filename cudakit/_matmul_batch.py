@@ -101,9 +101,10 @@ SMALL_MAX_MACS = 2**17
 # ranks the fastest tile first on each (docs/NOTES.md, session 40: "the small kernel's tile")
 SMALL_WORK_WEIGHT = 1.15
 SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers in FP64: FP32 only
-# FP64 products at most SHORT_K_F64 deep (batches: SHORT_K_F64_BATCH) are bound by writing C: the small-product
-# kernel's 32 x 64 tile, whose warps store whole rows of C, writes it faster than the tensor-core tiles' fragments
-# do, whatever C's size (a 2-D C at most 32 wide: the small tile padding it least, short_k_tile).
+# Products at most _shortk.MAX_K deep take the short-k writer first (_shortk.takes). Past it, FP64 products at most
+# SHORT_K_F64 deep (batches: SHORT_K_F64_BATCH) are bound by writing C: the small-product kernel's 32 x 64 tile, whose
+# warps store whole rows of C, writes it faster than the tensor-core tiles' fragments do, whatever C's size (a 2-D C
+# at most 32 wide: the small tile padding it least, short_k_tile).
 SHORT_K_F64 = 32
 SHORT_K_F64_BATCH = 16
 # FP32 products (2-D, both sides of C past _tune.NARROW_SIDE) at most SHORT_K_F32 deep likewise: the wide short-k
