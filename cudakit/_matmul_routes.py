@@ -52,7 +52,7 @@ def skinny_plan(m: int, k: int, n: int, itemsize: int) -> tuple[int, int] | None
 
 
 def _whole_element_strides(A, B) -> bool:
-    """Whether the skinny and dots kernels read A and B in place (they take strides in whole elements)."""
+    """Whether the skinny, dots and short-k kernels read A and B in place (they take strides in whole elements)."""
     return not any(st % A.itemsize for st in A.strides + B.strides)
 
 

@@ -161,18 +161,15 @@ def launches(p: ShortkPlan, a0, b0, c_ptr: int, count: int, steps: tuple[int, in
 def launcher(A, B, out, p: ShortkPlan | None = None):
     """f(A, B, out): out = A @ B (2-D, C-order out, k at most MAX_K), its launch built once for operands of these
     shapes and strides (strides not whole elements: C-order copies first, on every call)."""
-    if any(st % A.itemsize for st in A.strides + B.strides):
-        import cupy
+    from ._matmul_routes import _copying_first, _whole_element_strides  # (it imports this module first)
 
-        def copying_first(A, B, out):
-            a, b = cupy.ascontiguousarray(A), cupy.ascontiguousarray(B)
-            launcher(a, b, out, p)(a, b, out)
-        return copying_first
+    if not _whole_element_strides(A, B):
+        return _copying_first(run, p)
     m, k = A.shape
     n = B.shape[1]
     p = p or plan(m, n, k, A.itemsize)
-    run = rebased(launches(p, A, B, out.data.ptr, 1, (0, 0, 0)), A.data.ptr, B.data.ptr, out.data.ptr)
-    return lambda A, B, out: run(A.data.ptr, B.data.ptr, out.data.ptr)
+    kept_launch = rebased(launches(p, A, B, out.data.ptr, 1, (0, 0, 0)), A.data.ptr, B.data.ptr, out.data.ptr)
+    return lambda A, B, out: kept_launch(A.data.ptr, B.data.ptr, out.data.ptr)
 
 
 def run(A, B, out, p: ShortkPlan | None = None) -> None:
