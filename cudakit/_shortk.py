@@ -104,10 +104,9 @@ def plan(m: int, n: int, k: int, itemsize: int, lanes_cols: tuple[int, int] | No
     warps abreast given."""
     assert 1 <= k <= MAX_K, k
     depth = next(d for d in DEPTHS if k <= d)
-    given = lanes_cols
     for lanes, cols in (lanes_cols,) if lanes_cols else layouts(n, itemsize):
         p = _plan(m, n, depth, itemsize, lanes, cols, rows, warps_n, MIN_BLOCKS_PER_SM * sms // count)
-        if given or -(-m // p.rows) * -(-n // p.width) * count >= MIN_BLOCKS_PER_SM * sms:
+        if lanes_cols or -(-m // p.rows) * -(-n // p.width) * count >= MIN_BLOCKS_PER_SM * sms:
             break
     return p
 
