@@ -32,13 +32,15 @@ COL_SPLIT_BLOCKS_PER_SM = 4
 # (docs/NOTES.md, "matvec.py: column-major element loads").
 ELEMENT_COL_LANES = 128
 ELEMENT_COL_SPLIT_BLOCKS_PER_SM = 8
-# Column-major matrices of at most this many rows, not whole 16-byte vectors, take matvec_thin_colmajor (their run
-# read as one, in vectors): the column-major kernel would load them an element per lane. Columns of whole vectors
-# take it up to THIN_MAX_VECTOR_ROWS. Past these the thin kernel's sums over the blocks cost more than its reads save
-# (docs/NOTES.md, "matvec.py: the thin kernel's rows"); neither may pass FAST_THREADS (the sums of a block).
-THIN_MAX_ROWS = 40
-THIN_MAX_VECTOR_ROWS = 16
-THIN_MIN_VECTORS = 16  # 16-byte vectors each thread of matvec_thin_colmajor reads at least (4 rounds of its unroll)
+# Column-major matrices of few rows take matvec_thin_colmajor (their run read as one, in vectors), by element size:
+# up to THIN_MAX_ROWS rows that are not whole 16-byte vectors (which the column-major kernel would load an element per
+# lane), THIN_LARGE_ROWS where A is at least THIN_LARGE_BYTES, and THIN_MAX_VECTOR_ROWS rows of whole vectors. Past
+# these the thin kernel's sums over its blocks cost more than reading the run whole saves (docs/NOTES.md, "matvec.py:
+# the thin kernel's rows"). The 16-bit limits are the earlier kernel's, not measured again.
+THIN_MAX_ROWS = {2: 40, 4: 64, 8: 64}
+THIN_MAX_VECTOR_ROWS = {2: 16, 4: 16, 8: 48}
+THIN_LARGE_ROWS, THIN_LARGE_BYTES = {2: 40, 4: 128, 8: 128}, 1 << 28
+THIN_MIN_VECTORS = 16  # 16-byte vectors each thread of matvec_thin_colmajor reads at least
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 # ... with as few blocks as give the same rounds of tiles, so that every block strides over as many tiles and none
 # runs a last round alone; no shape measured slower (docs/NOTES.md, "matvec.py: balanced persistent grids").
@@ -154,7 +156,8 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         name = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll, cached)
         reduced = nv
         long_rows = group == 32
-    elif aligned and takes_thin(m, width) and split and count == 1 and not knobs:
+    elif aligned and split and count == 1 and not knobs and takes_thin(m, n, dtype.itemsize) \
+            and thin_unit(m, width) <= _resident_blocks(instantiation("matvec_thin_colmajor", dtype), dtype, device_id):
         return _thin_plan(m, n, dtype, device_id)
     else:
         vector = aligned and m % width == 0
@@ -229,17 +232,27 @@ def _balanced(tiles: int, grid: int) -> int:
     return -(-tiles // -(-tiles // grid))
 
 
-def takes_thin(m: int, width: int) -> bool:
-    """Whether an aligned column-major matrix of m rows (width elements a 16-byte vector) takes the thin kernel."""
-    return 1 < m <= min(FAST_THREADS, THIN_MAX_ROWS if m % width else THIN_MAX_VECTOR_ROWS)
+def takes_thin(m: int, n: int, itemsize: int) -> bool:
+    """Whether an aligned column-major m x n matrix takes the thin kernel (by its rows and size; see THIN_MAX_ROWS)."""
+    if m % (16 // itemsize) == 0:
+        rows = THIN_MAX_VECTOR_ROWS[itemsize]
+    else:
+        rows = THIN_LARGE_ROWS[itemsize] if m * n * itemsize >= THIN_LARGE_BYTES else THIN_MAX_ROWS[itemsize]
+    return 1 < m <= min(FAST_THREADS, rows)
+
+
+def thin_unit(m: int, width: int) -> int:
+    """The thin kernel's grid is a multiple of this many blocks (its stride over the run, FAST_THREADS * width
+    elements a block, a multiple of m). The plan takes the kernel only where this many blocks are resident at once."""
+    return m // math.gcd(m, width * FAST_THREADS)
 
 
 def _thin_plan(m: int, n: int, dtype, device_id: int) -> Plan:
     """matvec_thin_colmajor's plan: one resident wave of blocks, fewer where the run gives a thread less than
-    THIN_MIN_VECTORS, and as many as make the grid's stride over the run (FAST_THREADS * W elements a block) a
-    multiple of m: rounded down, since a block past the resident wave would run alone after it."""
+    THIN_MIN_VECTORS, and a multiple of thin_unit: rounded down, since a block past the resident wave would run alone
+    after it."""
     width = 16 // dtype.itemsize
     name = instantiation("matvec_thin_colmajor", dtype)
-    unit = m // math.gcd(m, width * FAST_THREADS)  # blocks: a multiple of this
+    unit = thin_unit(m, width)
     wanted = min(_resident_blocks(name, dtype, device_id), -(-m * n // (width * FAST_THREADS * THIN_MIN_VECTORS)))
     return Plan(name, True, 1, max(unit, wanted // unit * unit), 1, 0)

@@ -367,96 +367,135 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
 
 // ---- Column-major A with few rows (columns that are not whole 16-byte vectors, which the column-major kernel would
 // load an element per lane, and the shortest whole-vector columns): A is read as what it is in memory, one contiguous
-// run of m * n elements, in 16-byte vectors, THIN_UNROLL in flight per thread. Element f of the run is A[f % m][f / m].
+// run of m * n elements, in 16-byte vectors, UNROLL in flight per thread. Element f of the run is A[f % m][f / m].
 // The grid strides over the run by a multiple of m elements (the host sizes it so), so each of a thread's W elements
-// stays on one row and its column steps by a constant. A block adds its threads' sums by row in a fixed order into
-// dst[block * m + row], and the last block to finish adds the blocks' sums, a warp per row, into out (a fixed order:
-// deterministic).
+// stays on one row and its column steps by a constant. A block adds its threads' sums by row into
+// dst[block * m + row], and the last block to finish adds the blocks' sums by row into out. Both sums split a row's
+// terms the same way: thread t takes row t % m and every slices-th term from term t / m on, then a warp per row adds
+// the row's slices (a fixed order: deterministic).
 constexpr int THIN_UNROLL = 4;
 
-template <typename T>
-__global__ void __launch_bounds__(FAST_THREADS) matvec_thin_colmajor(const T* __restrict__ A,
-        const T* __restrict__ x, index_t m, index_t n, typename Accum<T>::type* dst, T* out, unsigned int* counter) {
+// Row r's sum of the terms terms[q] (q < count, term q on row (first_row + q) % m) into part[slice * m + r] for
+// slice < FAST_THREADS / m, then, after the block's __syncthreads, part's slices added by row: the sum of row r
+// returned in lane 0 of the warp that visits r (warps stride over the rows).
+template <typename S, typename Load>
+__device__ __forceinline__ void thin_row_slices(S* part, int m, int first_row, int count, Load term) {
+    const int slices = FAST_THREADS / m, r = threadIdx.x % m, slice = threadIdx.x / m;
+    if (slice >= slices) return;
+    S sum = 0;
+#pragma unroll 16
+    for (int q = (r - first_row + m) % m + slice * m; q < count; q += slices * m) sum += term(q);
+    part[threadIdx.x] = sum;
+}
+
+// The sums of thread g's W elements on the run from vector g on, `threads` vectors a step (the grid's stride: a
+// multiple of m elements). With PAIRS (m >= W) a vector's elements lie in two columns at most, the same two offsets
+// for every vector of the thread: two loads of x a vector, not one an element.
+template <typename T, int UNROLL, bool PAIRS>
+__device__ __forceinline__ void thin_sums(const T* __restrict__ A, const T* __restrict__ x, index_t m, index_t total,
+                                          index_t g, index_t threads, typename Accum<T>::type (&acc)[Vec16<T>::n]) {
     typedef typename Accum<T>::type S;
     typedef typename Vec16<T>::type V;
     constexpr int W = Vec16<T>::n;
-    __shared__ S sums[FAST_THREADS][W];
-    const index_t total = m * n, whole = total / W;
-    const index_t threads = (index_t)gridDim.x * FAST_THREADS;
-    const index_t first = (index_t)blockIdx.x * FAST_THREADS, g = first + threadIdx.x;
-    const index_t col_step = threads * W / m;
-    index_t col[W];
-    S acc[W];
+    const index_t whole = total / W, col_step = threads * W / m;
+    const T* xp = x + g * W / m;  // element 0's column
+    int next[W];  // columns past element 0's
+    const int row0 = (int)(g * W % m);
 #pragma unroll
     for (int i = 0; i < W; ++i) {
-        col[i] = (g * W + i) / m;
+        next[i] = (row0 + i) / (int)m;
         acc[i] = 0;
     }
+    const int second = next[W - 1] > 0;  // (x1 is read from x0's column where there is no second: no branch)
+    auto x_at = [&](const T* p, int i) -> S { return to_float(__ldg(p + next[i])); };
+    // A batch: UNROLL vectors of A and the x values each needs.
+    constexpr int NX = PAIRS ? 2 : W;
+    struct Batch {
+        V a[UNROLL];
+        T x[UNROLL][NX];
+    };
     const V* vectors = reinterpret_cast<const V*>(A);
-    index_t v = g;
-    for (; v + (THIN_UNROLL - 1) * threads < whole; v += THIN_UNROLL * threads) {
-        V a[THIN_UNROLL];
+    auto fetch = [&](Batch& b, index_t v0, const T* xq) {
 #pragma unroll
-        for (int u = 0; u < THIN_UNROLL; ++u) a[u] = __ldcs(vectors + v + u * threads);
+        for (int u = 0; u < UNROLL; ++u) {
+            b.a[u] = __ldcs(vectors + v0 + u * threads);
 #pragma unroll
-        for (int u = 0; u < THIN_UNROLL; ++u) {
-            const T* e = reinterpret_cast<const T*>(&a[u]);
-#pragma unroll
-            for (int i = 0; i < W; ++i) acc[i] += to_float(e[i]) * to_float(__ldg(x + col[i] + u * col_step));
+            for (int j = 0; j < NX; ++j) b.x[u][j] = __ldg(xq + u * col_step + (PAIRS ? (j ? second : 0) : next[j]));
         }
+    };
+    auto add = [&](const Batch& b) {
 #pragma unroll
-        for (int i = 0; i < W; ++i) col[i] += THIN_UNROLL * col_step;
+        for (int u = 0; u < UNROLL; ++u) {
+            const T* e = reinterpret_cast<const T*>(&b.a[u]);
+#pragma unroll
+            for (int i = 0; i < W; ++i)
+                acc[i] += to_float(e[i]) * to_float(PAIRS ? (next[i] ? b.x[u][1] : b.x[u][0]) : b.x[u][i]);
+        }
+    };
+    // Each batch is fetched before the one before it is added: left to itself, the compiler adds each vector as
+    // soon as its load is issued, and the thread waits out a load's latency a vector.
+    index_t v = g;
+    if (v + (UNROLL - 1) * threads < whole) {
+        Batch current;
+        fetch(current, v, xp);
+        for (; v + (2 * UNROLL - 1) * threads < whole; v += UNROLL * threads, xp += UNROLL * col_step) {
+            Batch following;
+            fetch(following, v + UNROLL * threads, xp + UNROLL * col_step);
+            add(current);
+            current = following;
+        }
+        add(current);
+        v += UNROLL * threads;
+        xp += UNROLL * col_step;
     }
-    for (; v < whole; v += threads) {
+    for (; v < whole; v += threads, xp += col_step) {
         const V a = __ldcs(vectors + v);
         const T* e = reinterpret_cast<const T*>(&a);
 #pragma unroll
-        for (int i = 0; i < W; ++i) {
-            acc[i] += to_float(e[i]) * to_float(__ldg(x + col[i]));
-            col[i] += col_step;
-        }
+        for (int i = 0; i < W; ++i) acc[i] += to_float(e[i]) * x_at(xp, i);
     }
     if (v == whole) {  // the run's partial last vector, by element
 #pragma unroll
         for (int i = 0; i < W; ++i)
-            if (v * W + i < total) acc[i] += to_float(A[v * W + i]) * to_float(__ldg(x + col[i]));
+            if (v * W + i < total) acc[i] += to_float(A[v * W + i]) * x_at(xp, i);
     }
+}
 
-    // Thread t's element i lies on row (W * (first + t) + i) % m, and threads p apart share their rows (W * p is a
-    // multiple of m): threads t < p first add the sums of threads t, t + p, t + 2p, ... in order.
-    int a = (int)m, b = W;
-    while (b != 0) {  // a = gcd(m, W)
-        const int r = a % b;
-        a = b;
-        b = r;
-    }
-    const int p = (int)m / a;
+template <typename T, int UNROLL = THIN_UNROLL>
+__global__ void __launch_bounds__(FAST_THREADS) matvec_thin_colmajor(const T* __restrict__ A,
+        const T* __restrict__ x, index_t m, index_t n, typename Accum<T>::type* dst, T* out, unsigned int* counter) {
+    typedef typename Accum<T>::type S;
+    constexpr int W = Vec16<T>::n;
+    __shared__ S terms[FAST_THREADS * W];
+    __shared__ S part[FAST_THREADS];
+    const index_t threads = (index_t)gridDim.x * FAST_THREADS;
+    const index_t first = (index_t)blockIdx.x * FAST_THREADS, g = first + threadIdx.x;
+    S acc[W];
+    if (m >= W)
+        thin_sums<T, UNROLL, true>(A, x, m, m * n, g, threads, acc);
+    else
+        thin_sums<T, UNROLL, false>(A, x, m, m * n, g, threads, acc);
+
+    // Term q = W * t + i of the block is thread t's element i, on row (first * W + q) % m.
+    const int rows = (int)m, warp = threadIdx.x / 32, lane = threadIdx.x % 32, slices = FAST_THREADS / rows;
 #pragma unroll
-    for (int i = 0; i < W; ++i) sums[threadIdx.x][i] = acc[i];
+    for (int i = 0; i < W; ++i) terms[threadIdx.x * W + i] = acc[i];
     __syncthreads();
-    if (threadIdx.x < p) {
-#pragma unroll
-        for (int i = 0; i < W; ++i) {
-            S s = 0;
-            for (int t = threadIdx.x; t < FAST_THREADS; t += p) s += sums[t][i];
-            sums[threadIdx.x][i] = s;
-        }
-    }
+    thin_row_slices(part, rows, (int)(first * W % m), FAST_THREADS * W, [&](int q) { return terms[q]; });
     __syncthreads();
-    const int base = (int)(first * W % m);
-    for (int r = threadIdx.x; r < m; r += FAST_THREADS) {
+    for (int r = warp; r < rows; r += FAST_THREADS / 32) {
         S s = 0;
-        for (int t = 0; t < p; ++t)
-#pragma unroll
-            for (int i = 0; i < W; ++i)
-                if ((base + t * W + i) % m == r) s += sums[t][i];
-        dst[blockIdx.x * m + r] = s;
+        for (int j = lane; j < slices; j += 32) s += part[j * rows + r];
+        s = warp_sum(s);
+        if (lane == 0) dst[blockIdx.x * m + r] = s;
     }
     if (!last_to_arrive(counter, gridDim.x)) return;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;  // a warp per row: lanes stride over the blocks
-    for (int r = warp; r < m; r += FAST_THREADS / 32) {
+    // Term q = block q's sums, row q % m, in dst's order
+    thin_row_slices(part, rows, 0, (int)(gridDim.x * m), [&](int q) { return __ldcg(dst + q); });
+    __syncthreads();
+    for (int r = warp; r < rows; r += FAST_THREADS / 32) {
         S s = 0;
-        for (unsigned int b = lane; b < gridDim.x; b += 32) s += __ldcg(dst + (index_t)b * m + r);
+        for (int j = lane; j < slices; j += 32) s += part[j * rows + r];
         s = warp_sum(s);
         if (lane == 0) out[r] = from_float<T>(s);
     }

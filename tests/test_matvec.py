@@ -1,4 +1,5 @@
 import importlib
+import math
 
 import numpy as np
 import pytest
@@ -14,9 +15,10 @@ VARIANTS = [v.name for v in cudakit.variants("matvec")]
 DTYPES = [np.float32, np.float64]
 SHAPES = [(1, 1), (1, 4097), (4097, 1), (7, 13), (97, 1013), (1024, 1024), (4097, 4097), (3, 100_003),
           (100_003, 3), (0, 5), (5, 0), (2999, 16_385)]
-# Aligned shapes that reach the fast kernels' vector paths (not the thin kernel's), split (few rows or columns) and
-# unsplit; the first and the last have rows long enough for a block each (the last: more rows than resident blocks).
-FAST_PATH_SHAPES = [(24, 1 << 16), (1 << 16, 8), (40, 20_000), (20_000, 40), (512, 2048), (2048, 512), (3000, 16_384)]
+# Aligned shapes that reach the fast kernels' vector paths (F order: more rows than the thin kernel takes), split (few
+# rows or columns) and unsplit; the first and the last have rows long enough for a block each (the last: more rows
+# than resident blocks).
+FAST_PATH_SHAPES = [(56, 1 << 16), (1 << 16, 8), (72, 20_000), (20_000, 40), (512, 2048), (2048, 512), (3000, 16_384)]
 
 pytestmark = pytest.mark.gpu
 
@@ -162,32 +164,39 @@ def test_a_kept_launcher_follows_each_calls_operands(dtype, order, shape):
 
 
 THIN = [(3, 100_003), (9, 127_977), (31, 4099), (13, 1), (5, 7), (10, 1 << 20), (17, 65_537), (30, 333), (8, 5003),
-        (16, 7001), (24, 7001), (37, 50_001), (39, 3001), (41, 3001), (64, 30_000), (127, 10_007), (255, 4099),
-        (256, 333)]  # (the limits' edges: 16 and 24 rows of whole vectors, 39 and 41 of elements)
+        (16, 7001), (24, 7001), (37, 50_001), (39, 3001), (41, 3001), (48, 3001), (50, 3001), (63, 3001), (65, 3001),
+        (64, 30_000), (127, 10_007), (255, 4099), (256, 333), (101, 664_445)]
+# (the limits' edges: 16, 24, 48 and 50 rows of whole vectors, 63 and 65 of elements, and 101 rows of 256 MiB or more)
 
 
 @pytest.mark.parametrize("limits", ["library", "widest"])
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
 def test_few_row_column_major_matrices_are_read_as_one_run(dtype, limits, monkeypatch):
-    """An F-order A of at most THIN_MAX_ROWS rows (THIN_MAX_VECTOR_ROWS where they are whole 16-byte vectors; at
-    "widest", both FAST_THREADS): the thin kernel, which reads A as one contiguous run, right on every row and
-    column (a partial last vector included) and the same bits on a second call."""
+    """An F-order A of few rows (THIN_MAX_ROWS, THIN_LARGE_ROWS from THIN_LARGE_BYTES on, THIN_MAX_VECTOR_ROWS
+    where they are whole 16-byte vectors; at "widest", all FAST_THREADS), whose thin_unit of blocks are resident at
+    once: the thin kernel, which reads A as one contiguous run, right on every row and column (a partial last vector
+    included) and the same bits on a second call."""
     if limits == "widest":
-        monkeypatch.setattr(mvp, "THIN_MAX_ROWS", mvp.FAST_THREADS)
-        monkeypatch.setattr(mvp, "THIN_MAX_VECTOR_ROWS", mvp.FAST_THREADS)
+        for name in ("THIN_MAX_ROWS", "THIN_MAX_VECTOR_ROWS", "THIN_LARGE_ROWS"):
+            monkeypatch.setattr(mvp, name, dict.fromkeys((2, 4, 8), mvp.FAST_THREADS))
         monkeypatch.setattr(mv, "_launchers", {})
         mvp._plan.cache_clear()
-    width = 16 // np.dtype(dtype).itemsize
+    item = np.dtype(dtype).itemsize
+    width = 16 // item
     try:
         for m, n in THIN:
             n = min(n, 20_011) if dtype == np.float16 else n  # (sums past 65504 overflow float16)
             A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
             p = mvp.plan(A, x)
-            wanted = m <= (mvp.THIN_MAX_ROWS if m % width else mvp.THIN_MAX_VECTOR_ROWS)
+            rows = (mvp.THIN_MAX_VECTOR_ROWS if m % width == 0 else mvp.THIN_LARGE_ROWS
+                    if m * n * item >= mvp.THIN_LARGE_BYTES else mvp.THIN_MAX_ROWS)[item]
+            name = mv.instantiation("matvec_thin_colmajor", dtype)
+            resident = mvp._resident_blocks(name, A.dtype, A.data.device_id)
+            wanted = 1 < m <= rows and m // math.gcd(m, width * mvp.FAST_THREADS) <= resident
             assert ("thin" in p.kernel) == (wanted and n > 1), (m, n)  # (n = 1: C order too)
             if "thin" in p.kernel:  # one wave at most, its stride over the run a multiple of m
                 assert p.grid * width * mvp.FAST_THREADS % m == 0, (m, n, p)
-                assert p.grid <= mvp._resident_blocks(p.kernel, A.dtype, A.data.device_id), (m, n, p)
+                assert p.grid <= resident, (m, n, p)
             _check_result(A, x, "fast", f"thin {m}x{n}")
             first = cudakit.matvec(A, x).copy()
             assert bool((cudakit.matvec(A, x) == first).all()), (m, n)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import sys
 import time
@@ -187,8 +188,108 @@ def sanitize():
     print(f"sanitize: {count} matvec calls checked")
 
 
+# F-order A of few rows (A.T of a tall C-order matrix; a matmul's one row times a narrow B is the same product).
+THIN_SHAPES = [(np.float32, m, n) for m, n in ((2, 16000000), (9, 2054138), (21, 590856), (26, 685218),
+                                                (30, 745690), (33, 1924951), (43, 410080), (54, 494198), (82, 153525),
+                                                (127, 400000), (200, 200000), (16, 8000000), (96, 1000000),
+                                                (31, 26411))]
+THIN_SHAPES += [(np.float64, m, n) for m, n in ((2, 5242706), (20, 441112), (22, 713630), (37, 1297260),
+                                                 (65, 157142), (69, 3359533), (115, 814463), (24, 513884),
+                                                 (26, 268230), (96, 1000000))]
+
+
+# Where the thin kernel's rows end: each row count at about 64 MB and 256 MB of A.
+CROSS_SHAPES = [(dtype, m, size // (m * np.dtype(dtype).itemsize)) for size in (1 << 26, 1 << 28)
+                for dtype, rows in ((np.float32, (43, 61, 71, 85, 101, 24, 32, 48, 64)),
+                                    (np.float64, (65, 129, 161, 201, 255, 32, 48, 64))) for m in rows]
+
+
+def thin(old_source: str | None, log, shapes=THIN_SHAPES, grids=((1, 2), (1, 4), (2, 2), (2, 4), (3, 2),
+                                                                    (4, 2))) -> None:
+    """The thin column-major kernel over its rows and grids ((blocks a SM, unroll) where they fit at once) against
+    the column-major kernel, CuPy and (given the earlier kernels/matvec.cu) the earlier thin kernel, GB/s of A, each
+    output checked."""
+    from cudakit._compile import instantiation, options
+    from cudakit._matvec_plan import Plan, _plan, _resident_blocks
+    dev = cupy.cuda.Device()
+    sms = dev.attributes["MultiProcessorCount"]
+    old = None
+    if old_source:
+        names = [instantiation("matvec_thin_colmajor", d) for d in (np.float32, np.float64)]
+        old = cupy.RawModule(code=open(old_source).read(), options=options(), name_expressions=names)
+    for dtype, m, n in shapes:
+        width = 16 // np.dtype(dtype).itemsize
+        nbytes = m * n * np.dtype(dtype).itemsize
+
+        def make():
+            a = cupy.random.uniform(-1, 1, (n, m)).astype(dtype).T
+            return a, cupy.random.uniform(-1, 1, n).astype(dtype), cupy.empty(m, dtype)
+        sets = input_sets(nbytes, make)
+        A0, x0 = sets[0][0], sets[0][1]
+        ref = A0.astype(np.float64) @ x0.astype(np.float64)
+        unit = m // math.gcd(m, width * mv.FAST_THREADS)
+        cols = _plan((m, n), np.dtype(dtype), True, True, dev.id, True, (("col_unroll", mv.COL_UNROLL),))
+        runs = {"cupy": lambda s: cupy.matmul(s[0], s[1], out=s[2]),
+                "fast": lambda s: mv.run_fast(s[0], s[1], s[2]),
+                "colmajor": (lambda r: lambda s: r(s[0].data.ptr, s[1].data.ptr, s[2].data.ptr))(
+                    mv.launcher(A0, cols))}
+        wanted = -(-m * n // (width * mv.FAST_THREADS * 16))
+        for bps, unroll in grids:
+            grid = max(unit, min(bps * sms, wanted) // unit * unit)
+            name = instantiation("matvec_thin_colmajor", dtype, *((unroll,) if unroll != 4 else ()))
+            if bps * sms > _resident_blocks(name, np.dtype(dtype), dev.id):
+                continue
+            r = mv.launcher(A0, Plan(name, True, 1, grid, 1, 0))
+            runs[f"thin{bps}x{unroll}({grid})"] = (lambda r: lambda s: r(s[0].data.ptr, s[1].data.ptr,
+                                                                          s[2].data.ptr))(r)
+        if old is not None:
+            fn = old.get_function(instantiation("matvec_thin_colmajor", dtype))
+            grid = max(unit, min(8 * sms, wanted) // unit * unit)
+            work = cupy.zeros(grid * m, np.float64 if dtype == np.float64 else np.float32)
+            count = cupy.zeros(1, np.uint32)
+            runs[f"old({grid})"] = lambda s: fn((grid,), (mv.FAST_THREADS,), (s[0], s[1], np.int64(m), np.int64(n),
+                                                                              work, s[2], count))
+        cells = []
+        for label, run in runs.items():
+            out = sets[0][2]
+            out.fill(np.nan)
+            run(sets[0])
+            err = float(cupy.linalg.norm(out.astype(np.float64) - ref) / cupy.linalg.norm(ref))
+            ms = bench(run, sets)
+            cells.append(f"{label} {nbytes / ms / 1e6:6.0f}{'' if err < 1e-5 else ' WRONG %.1e' % err}")
+        p = mv.plan(A0, x0)
+        log(f"{np.dtype(dtype).name} {m}x{n} F (fast: {p.kernel} grid {p.grid}): " + " | ".join(cells))
+        del sets
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+def thin_one(spec: str) -> None:
+    """One thin kernel launch (warmed up) inside cudaProfilerStart/Stop, for ncu: spec 'dtype,m,n,blocks a SM,unroll'."""
+    from cudakit._compile import instantiation
+    from cudakit._matvec_plan import Plan
+    name, m, n, bps, unroll = spec.split(",")
+    dtype, m, n, bps, unroll = np.dtype(name), int(m), int(n), int(bps), int(unroll)
+    width = 16 // dtype.itemsize
+    unit = m // math.gcd(m, width * mv.FAST_THREADS)
+    grid = max(unit, bps * cupy.cuda.Device().attributes["MultiProcessorCount"] // unit * unit)
+    A = cupy.random.uniform(-1, 1, (n, m)).astype(dtype).T
+    x, out = cupy.random.uniform(-1, 1, n).astype(dtype), cupy.empty(m, dtype)
+    kernel = instantiation("matvec_thin_colmajor", dtype, *((unroll,) if unroll != 4 else ()))
+    run = mv.launcher(A, Plan(kernel, True, 1, grid, 1, 0))
+    run(A.data.ptr, x.data.ptr, out.data.ptr)
+    cupy.cuda.Device().synchronize()
+    cupy.cuda.runtime.profilerStart()
+    run(A.data.ptr, x.data.ptr, out.data.ptr)
+    cupy.cuda.Device().synchronize()
+    cupy.cuda.runtime.profilerStop()
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--thin-one", help="dtype,m,n,blocks a SM,unroll: one thin launch to profile")
+    ap.add_argument("--thin", action="store_true", help="the thin column-major kernel's rows and grids")
+    ap.add_argument("--cross", action="store_true", help="where the thin kernel's rows should end")
+    ap.add_argument("--old", help="with --thin: an earlier kernels/matvec.cu, whose thin kernel is timed beside")
     ap.add_argument("--out", default=".")
     ap.add_argument("--sweep", action="store_true", help="also time the fast kernels under other unrolls/occupancy")
     ap.add_argument("--quick", action="store_true", help="fast variants only")
@@ -204,6 +305,12 @@ def main():
     if args.sanitize:
         sanitize()
         return
+    if args.thin_one:
+        return thin_one(args.thin_one)
+    if args.thin:
+        return thin(args.old, print)
+    if args.cross:
+        return thin(None, print, CROSS_SHAPES, ((1, 4), (2, 4)))
     os.makedirs(args.out, exist_ok=True)
     lines = []
 
