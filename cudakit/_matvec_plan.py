@@ -22,7 +22,7 @@ BLOCK_ROW_BYTES = 64 * 1024
 # Columns in flight per thread, column-major kernel: 8 was no faster, and slower on tall float64 matrices
 # (docs/NOTES.md, "matvec.py: four columns in flight").
 COL_UNROLL = 4
-# Column-major plans split the columns into chunks for at most this many blocks per SM (the float kernels fit 5):
+# Column-major plans split the columns into chunks for at most this many blocks per SM:
 # the wide F-order shapes measured faster that way and the rest about even, for a reason not yet pinned down
 # (docs/NOTES.md, "matvec.py: column-major splits for at most 4 blocks per SM").
 COL_SPLIT_BLOCKS_PER_SM = 4
@@ -37,9 +37,9 @@ ELEMENT_COL_SPLIT_BLOCKS_PER_SM = 8
 # lane), THIN_LARGE_ROWS where A is at least THIN_LARGE_BYTES, and THIN_MAX_VECTOR_ROWS rows of whole vectors. Past
 # these the thin kernel's sums over its blocks cost more than reading the run whole saves (docs/NOTES.md, "matvec.py:
 # the thin kernel's rows"). The 16-bit limits are the earlier kernel's, not measured again.
-THIN_MAX_ROWS = {2: 40, 4: 64, 8: 64}
-THIN_MAX_VECTOR_ROWS = {2: 16, 4: 16, 8: 48}
-THIN_LARGE_ROWS, THIN_LARGE_BYTES = {2: 40, 4: 128, 8: 128}, 1 << 28
+THIN_MAX_ROWS = {2: 40, 4: 56, 8: 40}
+THIN_MAX_VECTOR_ROWS = {2: 16, 4: 16, 8: 24}
+THIN_LARGE_ROWS, THIN_LARGE_BYTES = {2: 40, 4: 128, 8: 40}, 1 << 28
 THIN_MIN_VECTORS = 16  # 16-byte vectors each thread of matvec_thin_colmajor reads at least
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 # ... with as few blocks as give the same rounds of tiles, so that every block strides over as many tiles and none

@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rows_staged(const T* __re
 // chunks of `chunk`, written and added as there. VECTOR needs m % Vec16<T>::n == 0 and a 16-byte aligned A.
 // A batch of products on the grid's z, unsplit (gridDim.y == 1): matrix z is a_batch elements on from A, its vector
 // x_batch on from x, its output z * m on from out.
-template <typename T, bool VECTOR, int RL, int UNROLL>
+template <typename T, bool VECTOR, int RL, int UNROLL, bool PIPELINED = true>
 __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restrict__ A, const T* __restrict__ x,
                                                                 index_t m, index_t n, index_t chunk,
                                                                 typename Accum<T>::type* dst, T* out,
@@ -297,25 +297,49 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
         if (rv < mv) {
             const V* a = reinterpret_cast<const V*>(A) + rv;  // column j of this lane's rows: a[j * mv]
             index_t j = begin + c;
-            for (; j + (UNROLL - 1) * CL < end; j += UNROLL * CL) {
-                V av[UNROLL];
-                S xs[UNROLL];
+            struct Batch {  // UNROLL columns' vectors and their x
+                V a[UNROLL];
+                S x[UNROLL];
+            };
+            auto fetch = [&](Batch& b, index_t j0) {
 #pragma unroll
-                for (int u = 0; u < UNROLL; ++u) av[u] = __ldcs(a + (j + u * CL) * mv);
+                for (int u = 0; u < UNROLL; ++u) b.a[u] = __ldcs(a + (j0 + u * CL) * mv);
 #pragma unroll
-                for (int u = 0; u < UNROLL; ++u) xs[u] = to_float(__ldg(x + j + u * CL));
+                for (int u = 0; u < UNROLL; ++u) b.x[u] = to_float(__ldg(x + j0 + u * CL));
+            };
+            auto add = [&](const Batch& b) {
 #pragma unroll
                 for (int u = 0; u < UNROLL; ++u) {
                     if constexpr (W == Vec16<T>::n && sizeof(T) == 2) {  // a 16-bit vector, unpacked by words
                         float as[W];
-                        Unpack<T, V>::to(av[u], as);
+                        Unpack<T, V>::to(b.a[u], as);
 #pragma unroll
-                        for (int w = 0; w < W; ++w) acc[u][w] += as[w] * xs[u];
+                        for (int w = 0; w < W; ++w) acc[u][w] += as[w] * b.x[u];
                     } else {
-                        const T* as = reinterpret_cast<const T*>(&av[u]);
+                        const T* as = reinterpret_cast<const T*>(&b.a[u]);
 #pragma unroll
-                        for (int w = 0; w < W; ++w) acc[u][w] += to_float(as[w]) * xs[u];
+                        for (int w = 0; w < W; ++w) acc[u][w] += to_float(as[w]) * b.x[u];
                     }
+                }
+            };
+            if (PIPELINED) {  // each batch fetched before the one before it is added (see thin_sums)
+                if (j + (UNROLL - 1) * CL < end) {
+                    Batch current;
+                    fetch(current, j);
+                    for (; j + (2 * UNROLL - 1) * CL < end; j += UNROLL * CL) {
+                        Batch following;
+                        fetch(following, j + UNROLL * CL);
+                        add(current);
+                        current = following;
+                    }
+                    add(current);
+                    j += UNROLL * CL;
+                }
+            } else {
+                for (; j + (UNROLL - 1) * CL < end; j += UNROLL * CL) {
+                    Batch b;
+                    fetch(b, j);
+                    add(b);
                 }
             }
             for (; j < end; j += CL) {

@@ -164,9 +164,9 @@ def test_a_kept_launcher_follows_each_calls_operands(dtype, order, shape):
 
 
 THIN = [(3, 100_003), (9, 127_977), (31, 4099), (13, 1), (5, 7), (10, 1 << 20), (17, 65_537), (30, 333), (8, 5003),
-        (16, 7001), (24, 7001), (37, 50_001), (39, 3001), (41, 3001), (48, 3001), (50, 3001), (63, 3001), (65, 3001),
+        (16, 7001), (24, 7001), (26, 3001), (37, 50_001), (39, 3001), (41, 3001), (55, 3001), (57, 3001),
         (64, 30_000), (127, 10_007), (255, 4099), (256, 333), (101, 664_445)]
-# (the limits' edges: 16, 24, 48 and 50 rows of whole vectors, 63 and 65 of elements, and 101 rows of 256 MiB or more)
+# (the limits' edges: 16, 24 and 26 rows of whole vectors, 39, 41, 55 and 57 of elements, and 101 rows of 256 MiB)
 
 
 @pytest.mark.parametrize("limits", ["library", "widest"])

@@ -27,6 +27,7 @@ from cudakit import _check, _compile
 from cudakit.bench import timing
 
 mv = importlib.import_module("cudakit.matvec")
+mvp = importlib.import_module("cudakit._matvec_plan")
 
 # 21 timed runs a measurement; a call slower than ~0.14 s gets fewer, about 3 s of runs (1 s: 3 runs, 2 s: 1).
 BUDGET = timing.Budget(row_s=1.5, min_runs=21, max_runs=21)
@@ -195,13 +196,66 @@ THIN_SHAPES = [(np.float32, m, n) for m, n in ((2, 16000000), (9, 2054138), (21,
                                                 (31, 26411))]
 THIN_SHAPES += [(np.float64, m, n) for m, n in ((2, 5242706), (20, 441112), (22, 713630), (37, 1297260),
                                                  (65, 157142), (69, 3359533), (115, 814463), (24, 513884),
-                                                 (26, 268230), (96, 1000000))]
+                                                 (26, 268230), (96, 1000000), (9, 3000000), (15, 2000000),
+                                                 (33, 254200), (51, 164500), (33, 1017000), (51, 658000))]
 
 
 # Where the thin kernel's rows end: each row count at about 64 MB and 256 MB of A.
 CROSS_SHAPES = [(dtype, m, size // (m * np.dtype(dtype).itemsize)) for size in (1 << 26, 1 << 28)
                 for dtype, rows in ((np.float32, (43, 61, 71, 85, 101, 24, 32, 48, 64)),
                                     (np.float64, (65, 129, 161, 201, 255, 32, 48, 64))) for m in rows]
+
+
+# F-order A that the column-major kernel takes (the sweeps' slowest among them, and the thin kernel's neighbours).
+COLMAJOR_SHAPES = [(np.float32, m, n) for m, n in ((2129, 16963), (2743, 16789), (18553, 16231), (1471, 42197),
+                                                    (431, 535426), (82, 153525), (127, 400000), (200, 200000))]
+COLMAJOR_SHAPES += [(np.float64, m, n) for m, n in ((2521, 65617), (1999, 29753), (51329, 2833), (2487, 11473),
+                                                     (335, 383416), (65, 157142), (129, 260111), (96, 1000000))]
+
+
+def colmajor_plain(A, x):
+    """The column-major plan and launch without the fetch-ahead (PIPELINED false), sized by that kernel's residency."""
+    from dataclasses import replace
+    plain = (lambda name: name[:-1] + ", false>" if name.startswith("matvec_colmajor") else name)
+    resident = mvp._resident_blocks
+    mvp._resident_blocks = lambda name, dtype, dev: resident(plain(name), dtype, dev)
+    mvp._plan.cache_clear()
+    try:
+        p = mvp._plan(A.shape, A.dtype, True, True, A.data.device_id, True, (("col_unroll", mv.COL_UNROLL),))
+    finally:
+        mvp._resident_blocks = resident
+        mvp._plan.cache_clear()
+    return mv.launcher(A, replace(p, kernel=plain(p.kernel)))
+
+
+def colmajor(shapes, log) -> None:
+    """The column-major kernel with and without its fetch-ahead against CuPy, GB/s of A, each output checked."""
+    for dtype, m, n in shapes:
+        nbytes = m * n * np.dtype(dtype).itemsize
+
+        def make():
+            a = cupy.random.uniform(-1, 1, (n, m)).astype(dtype).T
+            return a, cupy.random.uniform(-1, 1, n).astype(dtype), cupy.empty(m, dtype)
+        sets = input_sets(nbytes, make)
+        A0, x0 = sets[0][0], sets[0][1]
+        ref = A0.astype(np.float64) @ x0.astype(np.float64)
+        pipe = mvp._plan((m, n), np.dtype(dtype), True, True, A0.data.device_id, True, (("col_unroll", mv.COL_UNROLL),))
+        launchers = {"pipelined": mv.launcher(A0, pipe), "plain": colmajor_plain(A0, x0)}
+        runs = {"cupy": lambda s: cupy.matmul(s[0], s[1], out=s[2]), "fast": lambda s: mv.run_fast(s[0], s[1], s[2])}
+        for label, r in launchers.items():
+            runs[label] = (lambda r: lambda s: r(s[0].data.ptr, s[1].data.ptr, s[2].data.ptr))(r)
+        cells = []
+        for label, run in runs.items():
+            out = sets[0][2]
+            out.fill(np.nan)
+            run(sets[0])
+            err = float(cupy.linalg.norm(out.astype(np.float64) - ref) / cupy.linalg.norm(ref))
+            ms = bench(run, sets)
+            cells.append(f"{label} {nbytes / ms / 1e6:6.0f}{'' if err < 1e-5 else ' WRONG %.1e' % err}")
+        log(f"{np.dtype(dtype).name} {m}x{n} F ({mv.plan(A0, x0).kernel}, grid {pipe.grid}x{pipe.chunks}): "
+            + " | ".join(cells))
+        del sets
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def thin(old_source: str | None, log, shapes=THIN_SHAPES, grids=((1, 2), (1, 4), (2, 2), (2, 4), (3, 2),
@@ -289,6 +343,8 @@ def main():
     ap.add_argument("--thin-one", help="dtype,m,n,blocks a SM,unroll: one thin launch to profile")
     ap.add_argument("--thin", action="store_true", help="the thin column-major kernel's rows and grids")
     ap.add_argument("--cross", action="store_true", help="where the thin kernel's rows should end")
+    ap.add_argument("--thin-vs-colmajor", action="store_true", help="--thin's shapes, the library's grid only")
+    ap.add_argument("--colmajor", action="store_true", help="the column-major kernel with and without its fetch-ahead")
     ap.add_argument("--old", help="with --thin: an earlier kernels/matvec.cu, whose thin kernel is timed beside")
     ap.add_argument("--out", default=".")
     ap.add_argument("--sweep", action="store_true", help="also time the fast kernels under other unrolls/occupancy")
@@ -309,6 +365,10 @@ def main():
         return thin_one(args.thin_one)
     if args.thin:
         return thin(args.old, print)
+    if args.colmajor:
+        return colmajor(COLMAJOR_SHAPES + CROSS_SHAPES, print)
+    if args.thin_vs_colmajor:
+        return thin(None, print, THIN_SHAPES, ((2, 4),))
     if args.cross:
         return thin(None, print, CROSS_SHAPES, ((1, 4), (2, 4)))
     os.makedirs(args.out, exist_ok=True)
