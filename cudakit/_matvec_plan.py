@@ -58,6 +58,11 @@ SHORT_ELEMENT_ROW_BYTES = 48
 # take it up to STAGED_HALF_ROW_BYTES where a block's rows fit the device's shared memory a block; longer float32 and
 # float64 rows were faster on the lanes.
 STAGED_ROW_BYTES, STAGED_HALF_ROW_BYTES = 256, 384
+# Row-major rows of at least this many loads a lane, a warp or a block to a row, take the row-major kernel that
+# fetches each batch of loads before adding the one before (PIPELINED): it holds twice the registers, fewer blocks fit
+# an SM, and shorter rows were faster on more blocks (docs/NOTES.md, "matvec.cu: fetch ahead").
+PIPELINED_ROW_LOADS = 16
+PIPELINED_GROUPS = (32, FAST_THREADS)
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
 
 
@@ -153,7 +158,9 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         tiles = -(-m // (FAST_THREADS // group))
         step = group * unroll
         cached = knobs.get("cached", short is not None)
-        name = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll, cached)
+        piped = (not cached and unroll == ROW_UNROLL and group in PIPELINED_GROUPS
+                 and nv // group >= PIPELINED_ROW_LOADS)
+        name = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll, cached, *[True] * piped)
         reduced = nv
         long_rows = group == 32
     elif aligned and split and count == 1 and not knobs and takes_thin(m, n, dtype.itemsize) \

@@ -11,8 +11,8 @@ import numpy as np
 from . import _args, _check, _nd
 from ._compile import ctype, instantiation, kept, kernel, launch
 from ._device import workspace
-from ._matvec_plan import (COL_UNROLL, FAST_THREADS, GROUPS, ROW_LANES, ROW_UNROLL, Plan, _col_major, _plan,
-                           _short_row_plans, plan, staged_shared_bytes)
+from ._matvec_plan import (COL_UNROLL, FAST_THREADS, GROUPS, PIPELINED_GROUPS, ROW_LANES, ROW_UNROLL, Plan,
+                           _col_major, _plan, _short_row_plans, plan, staged_shared_bytes)
 from ._variants import Variant, lookup, register
 
 FAMILY = "matvec"
@@ -31,6 +31,8 @@ def instantiations(dtype) -> tuple[str, ...]:
     names = [instantiation(k, ct, f) for k in seeds for f in (False, True)]
     names += [instantiation("matvec_rowmajor", ct, v, g, ROW_UNROLL, False) for v in (True, False)
               for g in GROUPS + (FAST_THREADS,)]
+    names += [instantiation("matvec_rowmajor", ct, v, g, ROW_UNROLL, False, True) for v in (True, False)
+              for g in PIPELINED_GROUPS]
     itemsize = 8 if name == "float64" else 4 if name == "float32" else 2
     names += [instantiation("matvec_rowmajor", ct, *plan, True) for plan in _short_row_plans(itemsize)]
     names += [instantiation("matvec_colmajor", ct, v, r, COL_UNROLL) for v in (True, False) for r in ROW_LANES]

@@ -150,7 +150,7 @@ template <bool CACHED, typename V> __device__ __forceinline__ V load_a(const V* 
 // matrix: row r reads the x that starts (r / x_rows) * x_step elements on (x_step 0: one x for every row).
 // CACHED reads A through the read-only path instead of evict-first: where a warp's load covers only part of each
 // line (short rows), its next loads read the rest of those lines, which evict-first lets go first.
-template <typename T, bool VECTOR, int TPR, int UNROLL, bool CACHED>
+template <typename T, bool VECTOR, int TPR, int UNROLL, bool CACHED, bool PIPELINED = false>
 __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restrict__ A, const T* __restrict__ x,
                                                                 index_t m, index_t n, index_t chunk,
                                                                 typename Accum<T>::type* dst, T* out,
@@ -174,14 +174,38 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
             const V* a = reinterpret_cast<const V*>(A + row * n);
             const V* xv = reinterpret_cast<const V*>(x_step ? x + row / x_rows * x_step : x);
             index_t v = begin + lane;
-            for (; v + (UNROLL - 1) * TPR < end; v += UNROLL * TPR) {
-                V av[UNROLL], xs[UNROLL];
+            struct Batch {  // UNROLL vectors of the row and of x
+                V a[UNROLL], x[UNROLL];
+            };
+            auto fetch = [&](Batch& b, index_t v0) {
 #pragma unroll
-                for (int u = 0; u < UNROLL; ++u) av[u] = load_a<CACHED>(a + v + u * TPR);
+                for (int u = 0; u < UNROLL; ++u) b.a[u] = load_a<CACHED>(a + v0 + u * TPR);
 #pragma unroll
-                for (int u = 0; u < UNROLL; ++u) xs[u] = __ldg(xv + v + u * TPR);
+                for (int u = 0; u < UNROLL; ++u) b.x[u] = __ldg(xv + v0 + u * TPR);
+            };
+            auto add = [&](const Batch& b) {
 #pragma unroll
-                for (int u = 0; u < UNROLL; ++u) acc[u] = dot_chunk<T>(av[u], xs[u], acc[u]);
+                for (int u = 0; u < UNROLL; ++u) acc[u] = dot_chunk<T>(b.a[u], b.x[u], acc[u]);
+            };
+            if (PIPELINED) {  // each batch fetched before the one before it is added (see thin_sums)
+                if (v + (UNROLL - 1) * TPR < end) {
+                    Batch current;
+                    fetch(current, v);
+                    for (; v + (2 * UNROLL - 1) * TPR < end; v += UNROLL * TPR) {
+                        Batch following;
+                        fetch(following, v + UNROLL * TPR);
+                        add(current);
+                        current = following;
+                    }
+                    add(current);
+                    v += UNROLL * TPR;
+                }
+            } else {
+                for (; v + (UNROLL - 1) * TPR < end; v += UNROLL * TPR) {
+                    Batch b;
+                    fetch(b, v);
+                    add(b);
+                }
             }
             for (; v < end; v += TPR)
                 acc[0] = dot_chunk<T>(load_a<CACHED>(a + v), __ldg(xv + v), acc[0]);

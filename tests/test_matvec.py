@@ -58,6 +58,20 @@ def test_fast_path_shapes_cover_vector_split_and_unsplit_plans(dtype, order):
     assert any(p.chunks > 1 for p in plans) and any(p.chunks == 1 for p in plans)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rows_of_many_loads_a_lane_take_the_fetch_ahead_row_kernel(dtype):
+    """C-order rows of at least PIPELINED_ROW_LOADS loads a lane (a warp or a block to a row): the row-major kernel
+    that fetches each batch before adding the one before; shorter rows keep the plain one. Both right."""
+    width = 16 // np.dtype(dtype).itemsize
+    cases = {(2, 1 << 20): True, (56, 1 << 16): True, (3000, 32 * width * mvp.PIPELINED_ROW_LOADS): True,
+             (4099, 32 * mvp.PIPELINED_ROW_LOADS - 1): False, (20_000, 40): False}
+    for (m, n), piped in cases.items():
+        A, x = random_array((m, n), dtype), random_array(n, dtype)
+        p = mvp.plan(A, x)
+        assert p.kernel.startswith("matvec_rowmajor") and p.kernel.endswith(", false, true>") == piped, (m, n, p)
+        _check_result(A, x, "fast", f"{m}x{n}")
+
+
 KNOBS = [{"persistent": False}, {"balanced": False}, {"block_rows": False}, {"row_unroll": 2},
          {"row_unroll": 8}, {"col_unroll": 2}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
          {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"row_unroll": 8, "blocks_per_sm": 8},

@@ -213,34 +213,52 @@ COLMAJOR_SHAPES += [(np.float64, m, n) for m, n in ((2521, 65617), (1999, 29753)
                                                      (335, 383416), (65, 157142), (129, 260111), (96, 1000000))]
 
 
-def colmajor_plain(A, x):
-    """The column-major plan and launch without the fetch-ahead (PIPELINED false), sized by that kernel's residency."""
+# C-order A of the sweeps' slowest rows (the row-major kernel).
+ROWMAJOR_SHAPES = [(np.float64, m, n, "C") for m, n in ((449, 37747), (1129, 43313), (5, 23869802), (1873, 56963),
+                                                        (7, 3770640), (287556, 361), (5867, 39779), (10369, 17419),
+                                                        (1, 7265382))]
+ROWMAJOR_SHAPES += [(np.float32, m, n, "C") for m, n in ((1252, 345553), (15, 587826), (2, 3350123), (25, 1720719),
+                                                         (11243, 15991), (18, 1058753), (16384, 16384))]
+
+
+def _fast_plan(A, plain: bool = False):
+    """The fast kernels' plan for A (F order: never the thin kernel), with `plain`: without the fetch-ahead (the
+    kernels' PIPELINED false), sized by that kernel's residency."""
     from dataclasses import replace
-    plain = (lambda name: name[:-1] + ", false>" if name.startswith("matvec_colmajor") else name)
+    knobs = (("col_unroll", mv.COL_UNROLL),) if not A.flags.c_contiguous else ()
+    if not plain:
+        return mvp._plan(A.shape, A.dtype, bool(knobs), True, A.data.device_id, True, knobs)
+    def unpiped(name):
+        if name.startswith("matvec_rowmajor"):
+            return name.replace(", true>", ">") if name.count(",") == 5 else name
+        return name[:-1] + ", false>" if name.startswith("matvec_colmajor") else name
     resident = mvp._resident_blocks
-    mvp._resident_blocks = lambda name, dtype, dev: resident(plain(name), dtype, dev)
+    mvp._resident_blocks = lambda name, dtype, dev: resident(unpiped(name), dtype, dev)
     mvp._plan.cache_clear()
     try:
-        p = mvp._plan(A.shape, A.dtype, True, True, A.data.device_id, True, (("col_unroll", mv.COL_UNROLL),))
+        p = mvp._plan(A.shape, A.dtype, bool(knobs), True, A.data.device_id, True, knobs)
     finally:
         mvp._resident_blocks = resident
         mvp._plan.cache_clear()
-    return mv.launcher(A, replace(p, kernel=plain(p.kernel)))
+    return replace(p, kernel=unpiped(p.kernel))
 
 
-def colmajor(shapes, log) -> None:
-    """The column-major kernel with and without its fetch-ahead against CuPy, GB/s of A, each output checked."""
-    for dtype, m, n in shapes:
+def pipelining(shapes, log) -> None:
+    """The row- and column-major kernels with and without their fetch-ahead against CuPy, GB/s of A, each output
+    checked. shapes: (dtype, m, n[, order]), F order where none is given."""
+    for dtype, m, n, *order in shapes:
         nbytes = m * n * np.dtype(dtype).itemsize
+        f_order = order != ["C"]
 
         def make():
-            a = cupy.random.uniform(-1, 1, (n, m)).astype(dtype).T
+            a = cupy.random.uniform(-1, 1, (n, m)).astype(dtype).T if f_order else \
+                cupy.random.uniform(-1, 1, (m, n)).astype(dtype)
             return a, cupy.random.uniform(-1, 1, n).astype(dtype), cupy.empty(m, dtype)
         sets = input_sets(nbytes, make)
         A0, x0 = sets[0][0], sets[0][1]
         ref = A0.astype(np.float64) @ x0.astype(np.float64)
-        pipe = mvp._plan((m, n), np.dtype(dtype), True, True, A0.data.device_id, True, (("col_unroll", mv.COL_UNROLL),))
-        launchers = {"pipelined": mv.launcher(A0, pipe), "plain": colmajor_plain(A0, x0)}
+        pipe = _fast_plan(A0)
+        launchers = {"pipelined": mv.launcher(A0, pipe), "plain": mv.launcher(A0, _fast_plan(A0, plain=True))}
         runs = {"cupy": lambda s: cupy.matmul(s[0], s[1], out=s[2]), "fast": lambda s: mv.run_fast(s[0], s[1], s[2])}
         for label, r in launchers.items():
             runs[label] = (lambda r: lambda s: r(s[0].data.ptr, s[1].data.ptr, s[2].data.ptr))(r)
@@ -252,7 +270,8 @@ def colmajor(shapes, log) -> None:
             err = float(cupy.linalg.norm(out.astype(np.float64) - ref) / cupy.linalg.norm(ref))
             ms = bench(run, sets)
             cells.append(f"{label} {nbytes / ms / 1e6:6.0f}{'' if err < 1e-5 else ' WRONG %.1e' % err}")
-        log(f"{np.dtype(dtype).name} {m}x{n} F ({mv.plan(A0, x0).kernel}, grid {pipe.grid}x{pipe.chunks}): "
+        log(f"{np.dtype(dtype).name} {m}x{n} {'F' if f_order else 'C'} ({mv.plan(A0, x0).kernel}, "
+            f"grid {pipe.grid}x{pipe.chunks}): "
             + " | ".join(cells))
         del sets
         cupy.get_default_memory_pool().free_all_blocks()
@@ -345,6 +364,7 @@ def main():
     ap.add_argument("--cross", action="store_true", help="where the thin kernel's rows should end")
     ap.add_argument("--thin-vs-colmajor", action="store_true", help="--thin's shapes, the library's grid only")
     ap.add_argument("--colmajor", action="store_true", help="the column-major kernel with and without its fetch-ahead")
+    ap.add_argument("--rowmajor", action="store_true", help="the row-major kernel with and without its fetch-ahead")
     ap.add_argument("--old", help="with --thin: an earlier kernels/matvec.cu, whose thin kernel is timed beside")
     ap.add_argument("--out", default=".")
     ap.add_argument("--sweep", action="store_true", help="also time the fast kernels under other unrolls/occupancy")
@@ -366,7 +386,9 @@ def main():
     if args.thin:
         return thin(args.old, print)
     if args.colmajor:
-        return colmajor(COLMAJOR_SHAPES + CROSS_SHAPES, print)
+        return pipelining(COLMAJOR_SHAPES + CROSS_SHAPES, print)
+    if args.rowmajor:
+        return pipelining(ROWMAJOR_SHAPES, print)
     if args.thin_vs_colmajor:
         return thin(None, print, THIN_SHAPES, ((2, 4),))
     if args.cross:
