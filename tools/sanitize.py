@@ -136,8 +136,8 @@ def drop_in_shapes(small: bool) -> int:
         for m, n in ((70001, 191), (1031, 130), (301, 25)) if dtype == np.float32 else ():  # 16-bit rows staged
             cudakit.matvec(rand((m * n + 1,), np.float16)[1:].reshape(m, n), rand(n, np.float16), check=True)
             runs += 1
-        for m, n in ((20001, 9), (1001, 1003), (25, 70001), (16, 70001)):  # column-major element loads; the thin
-            # kernel's grid (on rows that are not whole vectors and on 16 that are)
+        for m, n in ((20001, 9), (1001, 1003), (25, 70001), (16, 70001), (39, 30001), (55, 30001), (24, 30001)):
+            # column-major element loads; the thin kernel's grid (on rows that are not whole vectors, and whole ones)
             cudakit.matvec(rand((m, n), dtype, "F"), rand(n, dtype), check=True)
             runs += 1
         cudakit.matvec(rand((3, 40, 33), dtype), rand((3, 33), dtype), check=True)
