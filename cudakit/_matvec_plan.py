@@ -59,8 +59,9 @@ SHORT_ELEMENT_ROW_BYTES = 48
 # float64 rows were faster on the lanes.
 STAGED_ROW_BYTES, STAGED_HALF_ROW_BYTES = 256, 384
 # Row-major rows of at least this many loads a lane, a warp or a block to a row, take the row-major kernel that
-# fetches each batch of loads before adding the one before (PIPELINED): it holds twice the registers, fewer blocks fit
-# an SM, and shorter rows were faster on more blocks (docs/NOTES.md, "matvec.cu: fetch ahead").
+# fetches each batch of loads before adding the one before (PIPELINED), except rows of 16-byte vectors whose tiles are
+# more than its resident blocks: it holds twice the registers, fewer blocks fit an SM, and shorter rows, and FP64
+# vector rows that filled the GPU, were faster on more blocks (docs/NOTES.md, "matvec.cu: fetch ahead").
 PIPELINED_ROW_LOADS = 16
 PIPELINED_GROUPS = (32, FAST_THREADS)
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
@@ -158,9 +159,10 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         tiles = -(-m // (FAST_THREADS // group))
         step = group * unroll
         cached = knobs.get("cached", short is not None)
-        piped = (not cached and unroll == ROW_UNROLL and group in PIPELINED_GROUPS
-                 and nv // group >= PIPELINED_ROW_LOADS)
-        name = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll, cached, *[True] * piped)
+        name = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll, cached)
+        if (not cached and unroll == ROW_UNROLL and group in PIPELINED_GROUPS and nv // group >= PIPELINED_ROW_LOADS
+                and (not vector or tiles <= _resident_blocks(name[:-1] + ", true>", dtype, device_id))):
+            name = name[:-1] + ", true>"
         reduced = nv
         long_rows = group == 32
     elif aligned and split and count == 1 and not knobs and takes_thin(m, n, dtype.itemsize) \

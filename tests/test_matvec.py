@@ -61,9 +61,11 @@ def test_fast_path_shapes_cover_vector_split_and_unsplit_plans(dtype, order):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_rows_of_many_loads_a_lane_take_the_fetch_ahead_row_kernel(dtype):
     """C-order rows of at least PIPELINED_ROW_LOADS loads a lane (a warp or a block to a row): the row-major kernel
-    that fetches each batch before adding the one before; shorter rows keep the plain one. Both right."""
+    that fetches each batch before adding the one before, unless they are 16-byte vectors in more tiles than it has
+    resident blocks; shorter rows keep the plain one. Both right."""
     width = 16 // np.dtype(dtype).itemsize
-    cases = {(2, 1 << 20): True, (56, 1 << 16): True, (3000, 32 * width * mvp.PIPELINED_ROW_LOADS): True,
+    cases = {(2, 1 << 20): True, (56, 1 << 16): True, (3000, 32 * mvp.PIPELINED_ROW_LOADS + 1): True,
+             (16_000, 32 * width * mvp.PIPELINED_ROW_LOADS): False,
              (4099, 32 * mvp.PIPELINED_ROW_LOADS - 1): False, (20_000, 40): False}
     for (m, n), piped in cases.items():
         A, x = random_array((m, n), dtype), random_array(n, dtype)
