@@ -223,6 +223,20 @@ ROWMAJOR_SHAPES += [(np.float32, m, n, "C") for m, n in ((1252, 345553), (15, 58
                                                          (64, 4194304))]
 
 
+def timed_cells(runs, sets, ref, nbytes) -> list[str]:
+    """'label GB/s' for each of runs (label: run(set) writing set[2]), each output (poisoned first) checked against
+    ref; GB/s of nbytes."""
+    cells = []
+    for label, run in runs.items():
+        out = sets[0][2]
+        out.fill(np.nan)
+        run(sets[0])
+        err = float(cupy.linalg.norm(out.astype(np.float64) - ref) / cupy.linalg.norm(ref))
+        ms = bench(run, sets)
+        cells.append(f"{label} {nbytes / ms / 1e6:6.0f}{'' if err < 1e-5 else ' WRONG %.1e' % err}")
+    return cells
+
+
 def _fast_plan(A, plain: bool = False):
     """The fast kernels' plan for A (F order: never the thin kernel), with `plain`: without the fetch-ahead (the
     kernels' PIPELINED false), sized by that kernel's residency."""
@@ -264,14 +278,7 @@ def pipelining(shapes, log) -> None:
         runs = {"cupy": lambda s: cupy.matmul(s[0], s[1], out=s[2]), "fast": lambda s: mv.run_fast(s[0], s[1], s[2])}
         for label, r in launchers.items():
             runs[label] = (lambda r: lambda s: r(s[0].data.ptr, s[1].data.ptr, s[2].data.ptr))(r)
-        cells = []
-        for label, run in runs.items():
-            out = sets[0][2]
-            out.fill(np.nan)
-            run(sets[0])
-            err = float(cupy.linalg.norm(out.astype(np.float64) - ref) / cupy.linalg.norm(ref))
-            ms = bench(run, sets)
-            cells.append(f"{label} {nbytes / ms / 1e6:6.0f}{'' if err < 1e-5 else ' WRONG %.1e' % err}")
+        cells = timed_cells(runs, sets, ref, nbytes)
         log(f"{np.dtype(dtype).name} {m}x{n} {'F' if f_order else 'C'} ({mv.plan(A0, x0).kernel}, "
             f"grid {pipe.grid}x{pipe.chunks}): "
             + " | ".join(cells))
@@ -324,14 +331,7 @@ def thin(old_source: str | None, log, shapes=THIN_SHAPES, grids=((1, 2), (1, 4),
             count = cupy.zeros(1, np.uint32)
             runs[f"old({grid})"] = lambda s: fn((grid,), (mv.FAST_THREADS,), (s[0], s[1], np.int64(m), np.int64(n),
                                                                               work, s[2], count))
-        cells = []
-        for label, run in runs.items():
-            out = sets[0][2]
-            out.fill(np.nan)
-            run(sets[0])
-            err = float(cupy.linalg.norm(out.astype(np.float64) - ref) / cupy.linalg.norm(ref))
-            ms = bench(run, sets)
-            cells.append(f"{label} {nbytes / ms / 1e6:6.0f}{'' if err < 1e-5 else ' WRONG %.1e' % err}")
+        cells = timed_cells(runs, sets, ref, nbytes)
         p = mv.plan(A0, x0)
         log(f"{np.dtype(dtype).name} {m}x{n} F (fast: {p.kernel} grid {p.grid}): " + " | ".join(cells))
         del sets
