@@ -160,9 +160,10 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         step = group * unroll
         cached = knobs.get("cached", short is not None)
         name = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll, cached)
+        piped = instantiation("matvec_rowmajor", dtype, bool(vector), group, unroll, cached, True)
         if (not cached and unroll == ROW_UNROLL and group in PIPELINED_GROUPS and nv // group >= PIPELINED_ROW_LOADS
-                and (not vector or tiles <= _resident_blocks(name[:-1] + ", true>", dtype, device_id))):
-            name = name[:-1] + ", true>"
+                and (not vector or tiles <= _resident_blocks(piped, dtype, device_id))):
+            name = piped
         reduced = nv
         long_rows = group == 32
     elif aligned and split and count == 1 and not knobs and takes_thin(m, n, dtype.itemsize) \
