@@ -34,9 +34,9 @@ ELEMENT_COL_LANES = 128
 ELEMENT_COL_SPLIT_BLOCKS_PER_SM = 8
 # Column-major matrices of few rows take matvec_thin_colmajor (their run read as one, in vectors), by element size:
 # up to THIN_MAX_ROWS rows that are not whole 16-byte vectors (which the column-major kernel would load an element per
-# lane), THIN_LARGE_ROWS where A is at least THIN_LARGE_BYTES, and THIN_MAX_VECTOR_ROWS rows of whole vectors. Past
-# these the thin kernel's sums over its blocks cost more than reading the run whole saves (docs/NOTES.md, "matvec.py:
-# the thin kernel's rows"). The 16-bit limits are the earlier kernel's, not measured again.
+# lane), or THIN_LARGE_ROWS of them where A is at least THIN_LARGE_BYTES, and THIN_MAX_VECTOR_ROWS rows of whole
+# vectors at any size. Past these the thin kernel's sums over its blocks cost more than reading the run whole saves
+# (docs/NOTES.md, "matvec.py: the thin kernel's rows"). The 16-bit limits are the earlier kernel's, not measured again.
 THIN_MAX_ROWS = {2: 40, 4: 56, 8: 40}
 THIN_MAX_VECTOR_ROWS = {2: 16, 4: 16, 8: 24}
 THIN_LARGE_ROWS, THIN_LARGE_BYTES = {2: 40, 4: 128, 8: 40}, 1 << 28
@@ -58,10 +58,11 @@ SHORT_ELEMENT_ROW_BYTES = 48
 # take it up to STAGED_HALF_ROW_BYTES where a block's rows fit the device's shared memory a block; longer float32 and
 # float64 rows were faster on the lanes.
 STAGED_ROW_BYTES, STAGED_HALF_ROW_BYTES = 256, 384
-# Row-major rows of at least this many loads a lane, a warp or a block to a row, take the row-major kernel that
-# fetches each batch of loads before adding the one before (PIPELINED), except rows of 16-byte vectors whose tiles are
-# more than its resident blocks: it holds twice the registers, fewer blocks fit an SM, and shorter rows, and FP64
-# vector rows that filled the GPU, were faster on more blocks (docs/NOTES.md, "matvec.cu: fetch ahead").
+# Row-major rows of at least this many loads a lane over the whole row (split or not), a warp or a block to a row,
+# take the row-major kernel that fetches each batch of loads before adding the one before (PIPELINED), except rows of
+# 16-byte vectors whose tiles are more than its resident blocks: it holds twice the registers, fewer blocks fit an SM,
+# and shorter rows, and FP64 vector rows that filled the GPU, were faster on more blocks (docs/NOTES.md, "matvec.cu:
+# fetch ahead"). (Whether a row takes a block of its own is still weighed on the plain kernel's resident blocks.)
 PIPELINED_ROW_LOADS = 16
 PIPELINED_GROUPS = (32, FAST_THREADS)
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel

@@ -423,9 +423,9 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
 // the row's slices (a fixed order: deterministic).
 constexpr int THIN_UNROLL = 4;
 
-// Row r's sum of the terms terms[q] (q < count, term q on row (first_row + q) % m) into part[slice * m + r] for
-// slice < FAST_THREADS / m, then, after the block's __syncthreads, part's slices added by row: the sum of row r
-// returned in lane 0 of the warp that visits r (warps stride over the rows).
+// Row r's sums of the terms term(q) (q < count, term q on row (first_row + q) % m), one a slice: thread t adds row
+// t % m's terms from the (t / m)-th on, every (FAST_THREADS / m)-th, into part[t]. The caller, after a
+// __syncthreads, adds each row's slices (a warp per row).
 template <typename S, typename Load>
 __device__ __forceinline__ void thin_row_slices(S* part, int m, int first_row, int count, Load term) {
     const int slices = FAST_THREADS / m, r = threadIdx.x % m, slice = threadIdx.x / m;
@@ -525,6 +525,7 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_thin_colmajor(const T* __
         thin_sums<T, UNROLL, false>(A, x, m, m * n, g, threads, acc);
 
     // Term q = W * t + i of the block is thread t's element i, on row (first * W + q) % m.
+    // (m <= FAST_THREADS, as the host plans it: a slice or more a row)
     const int rows = (int)m, warp = threadIdx.x / 32, lane = threadIdx.x % 32, slices = FAST_THREADS / rows;
 #pragma unroll
     for (int i = 0; i < W; ++i) terms[threadIdx.x * W + i] = acc[i];

@@ -188,8 +188,9 @@ THIN = [(3, 100_003), (9, 127_977), (31, 4099), (13, 1), (5, 7), (10, 1 << 20), 
 @pytest.mark.parametrize("limits", ["library", "widest"])
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
 def test_few_row_column_major_matrices_are_read_as_one_run(dtype, limits, monkeypatch):
-    """An F-order A of few rows (THIN_MAX_ROWS, THIN_LARGE_ROWS from THIN_LARGE_BYTES on, THIN_MAX_VECTOR_ROWS
-    where they are whole 16-byte vectors; at "widest", all FAST_THREADS), whose thin_unit of blocks are resident at
+    """An F-order A of few rows (THIN_MAX_ROWS, or THIN_LARGE_ROWS from THIN_LARGE_BYTES on, where they are not
+    whole 16-byte vectors, THIN_MAX_VECTOR_ROWS where they are; at "widest", all FAST_THREADS), whose thin_unit of
+    blocks are resident at
     once: the thin kernel, which reads A as one contiguous run, right on every row and column (a partial last vector
     included) and the same bits on a second call."""
     if limits == "widest":

@@ -378,8 +378,8 @@ def test_tiny_c_with_long_k_takes_the_dots_kernel(dtype, mkn, monkeypatch):
                                  (37, 100_003, 1)], ids=str)
 def test_one_row_or_column_of_c_reads_a_column_major_operand_as_one_run(dtype, mkn):
     """One row of C times a C-order B (or one column from an F-order A) whose short side is not whole 16-byte
-    vectors (up to THIN_MAX_ROWS) or is whole vectors (up to THIN_MAX_VECTOR_ROWS): the thin column-major matvec
-    kernel, which reads the operand as one contiguous run."""
+    vectors (up to THIN_MAX_ROWS of its element size) or is whole vectors (up to THIN_MAX_VECTOR_ROWS): the thin
+    column-major matvec kernel, which reads the operand as one contiguous run."""
     m, k, n = mkn
     a, b = random_array((m, k), dtype, "C" if m == 1 else "F"), random_array((k, n), dtype)
     matrix, vector = (a, b[:, 0]) if n == 1 else (b.T, a[0])
