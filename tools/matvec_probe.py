@@ -286,19 +286,13 @@ def pipelining(shapes, log) -> None:
         cupy.get_default_memory_pool().free_all_blocks()
 
 
-def thin(old_source: str | None, log, shapes=THIN_SHAPES, grids=((1, 2), (1, 4), (2, 2), (2, 4), (3, 2),
-                                                                    (4, 2))) -> None:
+def thin(log, shapes=THIN_SHAPES, grids=((1, 2), (1, 4), (2, 2), (2, 4), (3, 2), (4, 2))) -> None:
     """The thin column-major kernel over its rows and grids ((blocks a SM, unroll) where they fit at once) against
-    the column-major kernel, CuPy and (given the earlier kernels/matvec.cu) the earlier thin kernel, GB/s of A, each
-    output checked."""
-    from cudakit._compile import instantiation, options
+    the column-major kernel and CuPy, GB/s of A, each output checked."""
+    from cudakit._compile import instantiation
     from cudakit._matvec_plan import Plan, _plan, _resident_blocks
     dev = cupy.cuda.Device()
     sms = dev.attributes["MultiProcessorCount"]
-    old = None
-    if old_source:
-        names = [instantiation("matvec_thin_colmajor", d) for d in (np.float32, np.float64)]
-        old = cupy.RawModule(code=open(old_source).read(), options=options(), name_expressions=names)
     for dtype, m, n in shapes:
         width = 16 // np.dtype(dtype).itemsize
         nbytes = m * n * np.dtype(dtype).itemsize
@@ -324,13 +318,6 @@ def thin(old_source: str | None, log, shapes=THIN_SHAPES, grids=((1, 2), (1, 4),
             r = mv.launcher(A0, Plan(name, True, 1, grid, 1, 0))
             runs[f"thin{bps}x{unroll}({grid})"] = (lambda r: lambda s: r(s[0].data.ptr, s[1].data.ptr,
                                                                           s[2].data.ptr))(r)
-        if old is not None:
-            fn = old.get_function(instantiation("matvec_thin_colmajor", dtype))
-            grid = max(unit, min(8 * sms, wanted) // unit * unit)
-            work = cupy.zeros(grid * m, np.float64 if dtype == np.float64 else np.float32)
-            count = cupy.zeros(1, np.uint32)
-            runs[f"old({grid})"] = lambda s: fn((grid,), (mv.FAST_THREADS,), (s[0], s[1], np.int64(m), np.int64(n),
-                                                                              work, s[2], count))
         cells = timed_cells(runs, sets, ref, nbytes)
         p = mv.plan(A0, x0)
         log(f"{np.dtype(dtype).name} {m}x{n} F (fast: {p.kernel} grid {p.grid}): " + " | ".join(cells))
@@ -367,7 +354,6 @@ def main():
     ap.add_argument("--thin-vs-colmajor", action="store_true", help="--thin's shapes, the library's grid only")
     ap.add_argument("--colmajor", action="store_true", help="the column-major kernel with and without its fetch-ahead")
     ap.add_argument("--rowmajor", action="store_true", help="the row-major kernel with and without its fetch-ahead")
-    ap.add_argument("--old", help="with --thin: an earlier kernels/matvec.cu, whose thin kernel is timed beside")
     ap.add_argument("--out", default=".")
     ap.add_argument("--sweep", action="store_true", help="also time the fast kernels under other unrolls/occupancy")
     ap.add_argument("--quick", action="store_true", help="fast variants only")
@@ -386,15 +372,15 @@ def main():
     if args.thin_one:
         return thin_one(args.thin_one)
     if args.thin:
-        return thin(args.old, print)
+        return thin(print)
     if args.colmajor:
         return pipelining(COLMAJOR_SHAPES + CROSS_SHAPES, print)
     if args.rowmajor:
         return pipelining(ROWMAJOR_SHAPES, print)
     if args.thin_vs_colmajor:
-        return thin(None, print, THIN_SHAPES, ((2, 4),))
+        return thin(print, THIN_SHAPES, ((2, 4),))
     if args.cross:
-        return thin(None, print, CROSS_SHAPES, ((1, 4), (2, 4)))
+        return thin(print, CROSS_SHAPES, ((1, 4), (2, 4)))
     os.makedirs(args.out, exist_ok=True)
     lines = []
 
