@@ -6,10 +6,10 @@ float32, complex64, float64, ... all take the same code. Axes that stay adjacent
   * nothing moves but length-1 axes (an F-contiguous matrix, too): a plain device-to-device copy;
   * (rows, cols) -> (cols, rows): the chosen kernel (the fast one takes a side below 32 to the thin kernel);
   * a batch of those (NHWC <-> NCHW): one launch of the fast kernel over the batch;
-  * the last axis kept (NHWC -> NWHC): whole lines move (permute_lines), in 16-byte pieces where they can (other
-    lines past ELEMENT_LINES_MAX_BYTES: CuPy's strided copy);
-  * anything else: permute_lines over lines of one element up to ELEMENT_LINES_MAX_BYTES (a gather, as CuPy's
-    strided copy, with less host time per call), CuPy's strided copy past it.
+  * the last axis kept (NHWC -> NWHC): whole lines move, a group of lanes a line in 16-byte pieces where they can
+    (permute_lines), else a thread a piece in the widest pieces that divide the line (permute_pieces);
+  * anything else: lines of one element up to ELEMENT_LINES_MAX_BYTES (a gather, as CuPy's strided copy, with less
+    host time per call), CuPy's strided copy past it.
 Inputs with other strides (slices with steps, non-contiguous views) are first copied to C order.
 """
 from __future__ import annotations
@@ -115,8 +115,9 @@ def instantiations(itemsize: int) -> tuple[str, ...]:
     thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in, per_word, tile)
             for wide_in in (True, False) for per_word in sorted({1, thin_per_word(itemsize)})
             for tile in thin_tiles(per_word, wide_in)]
-    lines = [instantiation("permute_lines", piece) for piece in (LINE_PIECE, uint_ctype(itemsize))]
-    return tuple(dict.fromkeys(seeds + vec16 + thin + lines))
+    lines = [instantiation("permute_lines", LINE_PIECE)]
+    pieces = [pieces_expression(size, narrow) for size in PIECE_SIZES if size >= itemsize for narrow in (True, False)]
+    return tuple(dict.fromkeys(seeds + vec16 + thin + lines + pieces))
 
 
 def instantiation_groups():
@@ -268,35 +269,40 @@ def _thin_config(shape: tuple, e: int, batch: int, words: bool, device_id: int):
 
 
 LINE_PIECE = "uint4"  # the lines kernel moves 16-byte pieces
-_line_plans: dict = {}  # run_lines' launches: (shape, permutation, element size, vectors, device) -> _line_plan
-# Lines that are not whole 16-byte pieces, and permutations that move the last axis, take permute_lines up to this
-# size: the host time of CuPy's strided copy is most of a small one's time, while CuPy's copy (a thread per element)
-# moved element-sized pieces in about half the GPU time (docs/NOTES.md, "transpose.py: element lines").
-ELEMENT_LINES_MAX_BYTES = 2 << 20
+PIECE_SIZES = (1, 2, 4, 8, 16)  # permute_pieces' piece sizes (bytes)
+NARROW_PIECES = 2**32 - 2**12  # up to this many pieces, permute_pieces indexes in 32 bits
+_line_plans: dict = {}  # run_lines' launches: (shape, permutation, element size, addresses' alignment, device) -> plan
+
+
+def pieces_expression(size: int, narrow: bool) -> str:
+    return instantiation("permute_pieces", LINE_PIECE if size == 16 else uint_ctype(size),
+                         "unsigned int" if narrow else "long long")
 
 
 def moves_lines(itemsize: int, line_bytes: int, src_ptr: int, out_ptr: int) -> bool:
-    """Whether a permutation that keeps the last axis moves whole lines here: lines of whole 16-byte pieces on both
-    sides, of elements below 8 bytes (CuPy's own copy of 8-byte elements already runs near the copy ceiling;
-    docs/NOTES.md, "transpose.py: whole lines")."""
+    """Whether lines move a group of lanes a line (permute_lines) rather than a thread a piece (permute_pieces):
+    lines of whole 16-byte pieces on both sides, of elements below 8 bytes (docs/NOTES.md, "transpose.py: whole
+    lines")."""
     return itemsize < 8 and line_bytes % 16 == 0 and src_ptr % 16 == 0 and out_ptr % 16 == 0
 
 
 def run_lines(src, out, shape: tuple, perm: tuple) -> None:
     """out = src (C-contiguous, of merged `shape`) permuted by `perm`, which keeps the last axis: its lines move
-    whole, a group of lanes per output line, in 16-byte pieces where moves_lines holds, else element by element.
-    A permutation that moves the last axis comes as lines of one element (a length-1 last axis that stays)."""
-    vectors = moves_lines(src.itemsize, shape[-1] * src.itemsize, src.data.ptr, out.data.ptr)
-    key = (shape, perm, src.itemsize, vectors, src.data.device_id)
+    whole, by permute_lines where moves_lines holds, else by permute_pieces in the widest pieces that divide the
+    line and both addresses. A permutation that moves the last axis comes as lines of one element (a length-1 last
+    axis that stays)."""
+    alignment = math.gcd(16, src.data.ptr, out.data.ptr)
+    key = (shape, perm, src.itemsize, alignment, src.data.device_id)
     plan = _line_plans.get(key)
     if plan is None:
         plan = _line_plans[key] = _line_plan(*key)
-    fn, blocks, lines, line_bytes, meta, ndim, group = plan
-    launch(fn, (blocks,), (256,), (out.data.ptr, src.data.ptr, lines, line_bytes, meta.data.ptr, ndim, group))
+    fn, blocks, args = plan
+    launch(fn, (blocks,), (256,), (out.data.ptr, src.data.ptr) + args)
 
 
-def _line_plan(shape: tuple, perm: tuple, itemsize: int, vectors: bool, device_id: int) -> tuple:
-    """run_lines' kernel, grid and arguments (the dimensions and strides on the device), for _line_plans."""
+def _line_plan(shape: tuple, perm: tuple, itemsize: int, alignment: int, device_id: int) -> tuple:
+    """run_lines' kernel, grid and arguments after the two addresses (the dimensions and strides on the device), for
+    _line_plans."""
     lines_shape, lines_perm = shape[:-1], perm[:-1]
     strides = [math.prod(lines_shape[i + 1:]) for i in range(len(lines_shape))]
     host = np.array([lines_shape[p] for p in lines_perm] + [strides[p] for p in lines_perm], np.int64)
@@ -305,13 +311,28 @@ def _line_plan(shape: tuple, perm: tuple, itemsize: int, vectors: bool, device_i
         _line_plans.clear()
     meta = cupy.asarray(host)
     cupy.cuda.get_current_stream().synchronize()  # once per shape: later calls may come from other streams
-    fn = kernel(FAMILY, instantiation("permute_lines", LINE_PIECE if vectors else uint_ctype(itemsize)),
-                instantiations(itemsize))
-    line_bytes = shape[-1] * itemsize
-    lines, pieces = math.prod(lines_shape), line_bytes // (16 if vectors else itemsize)
-    group = min(32, 1 << (pieces - 1).bit_length())  # lanes per line: a warp moves 32 // group lines at once
-    blocks = min(-(-lines // (256 // group)), sm_count(device_id) * 16)
-    return fn, blocks, lines, line_bytes, meta, len(lines_shape), group
+    lines, line_bytes, ndim = math.prod(lines_shape), shape[-1] * itemsize, len(lines_shape)
+    if moves_lines(itemsize, line_bytes, alignment, alignment):
+        fn = kernel(FAMILY, instantiation("permute_lines", LINE_PIECE), instantiations(itemsize))
+        pieces = line_bytes // 16
+        group = min(32, 1 << (pieces - 1).bit_length())  # lanes per line: a warp moves 32 // group lines at once
+        blocks = min(-(-lines // (256 // group)), sm_count(device_id) * 16)
+        return fn, blocks, (lines, line_bytes, meta, ndim, group)
+    size = math.gcd(line_bytes, alignment)
+    line_pieces = line_bytes // size
+    pieces = lines * line_pieces
+    narrow = pieces <= NARROW_PIECES
+    fn = kernel(FAMILY, pieces_expression(size, narrow), instantiations(itemsize))
+    count = np.uint32 if narrow else np.int64
+    blocks = -(-pieces // (256 * PIECES_IN_FLIGHT))
+    return fn, blocks, (count(pieces), count(line_pieces), meta, ndim)
+
+
+PIECES_IN_FLIGHT = 4  # kernels/transpose.cu's: each thread of permute_pieces moves this many pieces
+# Permutations that move the last axis gather element by element (lines of one element) up to this size, where the
+# host time of CuPy's strided copy is most of the call's; past it, CuPy's copy (docs/NOTES.md, "transpose.py:
+# element lines").
+ELEMENT_LINES_MAX_BYTES = 2 << 20
 
 
 def _fast_runner():
@@ -374,7 +395,7 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
     Runs on CuPy's current stream with no synchronisation. A transpose whose result is the input's own memory
     order (F-contiguous 2-D input, axes that move only length-1 axes) is a plain device copy; input with other
     strides is copied to C order first. Axes that stay adjacent merge, so NHWC <-> NCHW is a batch of 2-D
-    transposes; a permutation that keeps the last axis moves whole lines (see moves_lines); any other
+    transposes; a permutation that keeps the last axis moves whole lines (see run_lines); any other
     permutation that merges to more than a batch of 2-D transposes is an element-wise gather (past
     ELEMENT_LINES_MAX_BYTES, CuPy's strided copy).
     check=True (or CUDAKIT_CHECK=1) compares bit for bit with CuPy's result.
@@ -411,8 +432,7 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
                 src3, out3 = src.reshape(shape), out.reshape(batch, cols, rows)
                 for b in range(batch):
                     run(src3[b], out3[b])
-        elif perm[-1] == len(perm) - 1 and (a.nbytes <= ELEMENT_LINES_MAX_BYTES or moves_lines(
-                a.itemsize, shape[-1] * a.itemsize, src.data.ptr, out.data.ptr)):  # the last axis stays
+        elif perm[-1] == len(perm) - 1:  # the last axis stays: whole lines move
             run_lines(src, out, shape, perm)
         elif a.nbytes <= ELEMENT_LINES_MAX_BYTES:  # each element a line of its own
             run_lines(src, out, shape + (1,), perm + (len(perm),))

@@ -140,6 +140,34 @@ template <bool CACHED, typename V> __device__ __forceinline__ V load_a(const V* 
     else return __ldcs(p);
 }
 
+// The batches of loads at i, i + step, i + 2 * step, ... while a batch's last load (span past its first) is before
+// end: fetch(batch, i) issues one batch's loads (in order, once a batch), add(batch) sums them. PIPELINED fetches each
+// batch before adding the one before it: left to itself, ptxas adds each load as soon as it is issued, and the thread
+// waits out one load's latency at a time. Returns where the batches stopped.
+template <bool PIPELINED, typename Batch, typename Fetch, typename Add>
+__device__ __forceinline__ index_t in_batches(index_t i, index_t span, index_t step, index_t end, Fetch fetch,
+                                              Add add) {
+    if constexpr (!PIPELINED) {
+        for (; i + span < end; i += step) {
+            Batch b;
+            fetch(b, i);
+            add(b);
+        }
+    } else if (i + span < end) {
+        Batch current;
+        fetch(current, i);
+        for (; i + step + span < end; i += step) {
+            Batch following;
+            fetch(following, i + step);
+            add(current);
+            current = following;
+        }
+        add(current);
+        i += step;
+    }
+    return i;
+}
+
 // Fast, row-major A: a group of TPR lanes per row (the whole block for very long rows, 32 for long ones, fewer for
 // short ones so no lane idles), UNROLL independent loads per lane, a shuffle (or block) reduction inside the
 // group. A block takes FAST_THREADS / TPR rows at a time and strides over such tiles (tiles = ceil(m / rows per
@@ -187,26 +215,7 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_rowmajor(const T* __restr
 #pragma unroll
                 for (int u = 0; u < UNROLL; ++u) acc[u] = dot_chunk<T>(b.a[u], b.x[u], acc[u]);
             };
-            if (PIPELINED) {  // each batch fetched before the one before it is added (see thin_sums)
-                if (v + (UNROLL - 1) * TPR < end) {
-                    Batch current;
-                    fetch(current, v);
-                    for (; v + (2 * UNROLL - 1) * TPR < end; v += UNROLL * TPR) {
-                        Batch following;
-                        fetch(following, v + UNROLL * TPR);
-                        add(current);
-                        current = following;
-                    }
-                    add(current);
-                    v += UNROLL * TPR;
-                }
-            } else {
-                for (; v + (UNROLL - 1) * TPR < end; v += UNROLL * TPR) {
-                    Batch b;
-                    fetch(b, v);
-                    add(b);
-                }
-            }
+            v = in_batches<PIPELINED, Batch>(v, (UNROLL - 1) * TPR, UNROLL * TPR, end, fetch, add);
             for (; v < end; v += TPR)
                 acc[0] = dot_chunk<T>(load_a<CACHED>(a + v), __ldg(xv + v), acc[0]);
         }
@@ -346,26 +355,7 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
                     }
                 }
             };
-            if (PIPELINED) {  // each batch fetched before the one before it is added (see thin_sums)
-                if (j + (UNROLL - 1) * CL < end) {
-                    Batch current;
-                    fetch(current, j);
-                    for (; j + (2 * UNROLL - 1) * CL < end; j += UNROLL * CL) {
-                        Batch following;
-                        fetch(following, j + UNROLL * CL);
-                        add(current);
-                        current = following;
-                    }
-                    add(current);
-                    j += UNROLL * CL;
-                }
-            } else {
-                for (; j + (UNROLL - 1) * CL < end; j += UNROLL * CL) {
-                    Batch b;
-                    fetch(b, j);
-                    add(b);
-                }
-            }
+            j = in_batches<PIPELINED, Batch>(j, (UNROLL - 1) * CL, UNROLL * CL, end, fetch, add);
             for (; j < end; j += CL) {
                 V av = __ldcs(a + j * mv);
                 S xj = to_float(__ldg(x + j));
@@ -463,13 +453,15 @@ __device__ __forceinline__ void thin_sums(const T* __restrict__ A, const T* __re
         T x[UNROLL][NX];
     };
     const V* vectors = reinterpret_cast<const V*>(A);
-    auto fetch = [&](Batch& b, index_t v0, const T* xq) {
+    const T* xq = xp;  // the next batch's x (fetch is called once a batch, in order)
+    auto fetch = [&](Batch& b, index_t v0) {
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             b.a[u] = __ldcs(vectors + v0 + u * threads);
 #pragma unroll
             for (int j = 0; j < NX; ++j) b.x[u][j] = __ldg(xq + u * col_step + (PAIRS ? (j ? second : 0) : next[j]));
         }
+        xq += UNROLL * col_step;
     };
     auto add = [&](const Batch& b) {
 #pragma unroll
@@ -480,22 +472,8 @@ __device__ __forceinline__ void thin_sums(const T* __restrict__ A, const T* __re
                 acc[i] += to_float(e[i]) * to_float(PAIRS ? (next[i] ? b.x[u][1] : b.x[u][0]) : b.x[u][i]);
         }
     };
-    // Each batch is fetched before the one before it is added: left to itself, the compiler adds each vector as
-    // soon as its load is issued, and the thread waits out a load's latency a vector.
-    index_t v = g;
-    if (v + (UNROLL - 1) * threads < whole) {
-        Batch current;
-        fetch(current, v, xp);
-        for (; v + (2 * UNROLL - 1) * threads < whole; v += UNROLL * threads, xp += UNROLL * col_step) {
-            Batch following;
-            fetch(following, v + UNROLL * threads, xp + UNROLL * col_step);
-            add(current);
-            current = following;
-        }
-        add(current);
-        v += UNROLL * threads;
-        xp += UNROLL * col_step;
-    }
+    index_t v = in_batches<true, Batch>(g, (UNROLL - 1) * threads, UNROLL * threads, whole, fetch, add);
+    xp = xq;
     for (; v < whole; v += threads, xp += col_step) {
         const V a = __ldcs(vectors + v);
         const T* e = reinterpret_cast<const T*>(&a);

@@ -764,3 +764,34 @@ __global__ void __launch_bounds__(256) permute_lines(unsigned char* __restrict__
         }
     }
 }
+
+// ---- The same permutations with lines too short or too odd for a group of lanes each: a thread per output piece of
+// V (the widest size that divides the line and both addresses), so no lane idles on a line's tail; each thread reads
+// its PIECES_IN_FLIGHT pieces before it writes any. The dimensions and strides go to shared memory once a block.
+constexpr int PIECES_IN_FLIGHT = 4;
+constexpr int PIECES_THREADS = 256;
+constexpr int MAX_LINE_DIMS = 8;
+
+template <typename V, typename I>
+__global__ void __launch_bounds__(PIECES_THREADS) permute_pieces(V* __restrict__ out, const V* __restrict__ in,
+                                                                 I pieces, I line_pieces,
+                                                                 const index_t* __restrict__ meta, int ndim) {
+    __shared__ index_t dims[2 * MAX_LINE_DIMS];
+    if (threadIdx.x < 2 * ndim) dims[threadIdx.x] = meta[threadIdx.x];
+    __syncthreads();
+    const I first = (I)blockIdx.x * (PIECES_THREADS * PIECES_IN_FLIGHT) + threadIdx.x;
+    V v[PIECES_IN_FLIGHT];
+#pragma unroll
+    for (int u = 0; u < PIECES_IN_FLIGHT; ++u) {
+        const I q = first + u * PIECES_THREADS;
+        if (q < pieces) {
+            const I line = q / line_pieces;
+            v[u] = in[source_line<I>(line, dims, ndim) * line_pieces + (q - line * line_pieces)];
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < PIECES_IN_FLIGHT; ++u) {
+        const I q = first + u * PIECES_THREADS;
+        if (q < pieces) out[q] = v[u];
+    }
+}

@@ -107,7 +107,8 @@ AXES = [((2, 3, 4), None), ((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((5, 
         ((2, 0, 3), (2, 1, 0)), ((), None),
         ((3, 5, 7, 160), (0, 2, 1, 3)), ((4, 6, 130), (1, 0, 2)), ((2, 3, 4, 5, 64), (3, 1, 0, 2, 4))]
 LINES = [((3, 5, 7, 160), (0, 2, 1, 3)), ((4, 6, 130), (1, 0, 2)), ((4, 6, 128), (1, 0, 2)),
-         ((5, 2, 3, 4, 96), (2, 0, 3, 1, 4))]
+         ((5, 2, 3, 4, 96), (2, 0, 3, 1, 4)), ((7, 5, 3), (1, 0, 2)), ((3, 11, 5, 9), (0, 2, 1, 3)),
+         ((13, 4, 2), (1, 0, 2))]
 
 
 @pytest.mark.gpu
@@ -115,8 +116,8 @@ LINES = [((3, 5, 7, 160), (0, 2, 1, 3)), ((4, 6, 130), (1, 0, 2)), ((4, 6, 128),
 @pytest.mark.parametrize("shape,axes", LINES, ids=str)
 @pytest.mark.parametrize("offset", [0, 1, 3])
 def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes, offset, monkeypatch):
-    """The last axis stays: whole lines move through the lines kernel, in 16-byte pieces where they fit the lines and
-    the alignment of input and output (offset by `offset` elements), element by element elsewhere; equal to CuPy's
+    """The last axis stays: whole lines move, a group of lanes a line in 16-byte pieces where they fit the lines and
+    the alignment of input and output (offset by `offset` elements), a thread a piece elsewhere; equal to CuPy's
     result either way."""
     import cupy
 
@@ -156,17 +157,41 @@ def test_permutations_moving_the_last_axis_gather_elements(dtype, shape, axes, m
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.int8, np.float64])
 @pytest.mark.parametrize("shape,axes", [((3, 4, 5, 6), (2, 0, 3, 1)), ((3, 5, 7, 3), (0, 2, 1, 3))], ids=str)
-def test_element_lines_past_their_size_take_cupys_copy(dtype, shape, axes, monkeypatch):
-    """Past ELEMENT_LINES_MAX_BYTES, gathers and lines that are not whole 16-byte pieces are CuPy's strided copy."""
+def test_element_gathers_past_their_size_take_cupys_copy(dtype, shape, axes, monkeypatch):
+    """Past ELEMENT_LINES_MAX_BYTES, a permutation that moves the last axis is CuPy's strided copy; one that keeps it
+    still moves lines, of any length."""
     import cupy
 
     taken = []
-    monkeypatch.setattr(tr, "run_lines", lambda *args: taken.append(args))
+    monkeypatch.setattr(tr, "run_lines", lambda *args, run=tr.run_lines: taken.append(args) or run(*args))
     monkeypatch.setattr(tr, "ELEMENT_LINES_MAX_BYTES", int(np.prod(shape)) * np.dtype(dtype).itemsize - 1)
     a = random_array(shape, dtype)
     out = poisoned(cupy.transpose(a, axes).shape, dtype)
     cudakit.transpose(a, axes, out=out)
-    assert not taken and same_bits(out, cupy.transpose(a, axes).copy(order="C"))
+    assert len(taken) == (axes[-1] == len(axes) - 1) and same_bits(out, cupy.transpose(a, axes).copy(order="C"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_pieces_index_in_64_bits_past_the_narrow_count(dtype, offset, monkeypatch):
+    """permute_pieces with 64-bit indices (forced here by a small NARROW_PIECES; reached past 2^32 pieces) gives the
+    same bits as CuPy, the tail of a block's pieces included."""
+    import cupy
+
+    tr.instantiations(np.dtype(dtype).itemsize)  # cached before pieces_expression is watched
+    widths = []
+    monkeypatch.setattr(tr, "pieces_expression",
+                        lambda size, narrow, named=tr.pieces_expression: widths.append(narrow) or named(size, narrow))
+    monkeypatch.setattr(tr, "NARROW_PIECES", 100)
+    monkeypatch.setattr(tr, "_line_plans", {})
+    shape, axes = (37, 23, 3, 5), (1, 0, 2, 3)
+    size = int(np.prod(shape))
+    a = random_array(size + offset, dtype)[offset:].reshape(shape)
+    want = cupy.transpose(a, axes).copy(order="C")
+    out = poisoned(size + offset, dtype)[offset:].reshape(want.shape)
+    cudakit.transpose(a, axes, out=out)
+    assert same_bits(out, want) and widths == [False]
 
 
 @pytest.mark.gpu

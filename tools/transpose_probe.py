@@ -171,6 +171,57 @@ def sweep_groups(reps):
         report(shape, dtype, nbytes, copy_ms, rows, [])
 
 
+# --lines: N-D permutations through the lines kernels. (dims, axes, dtype): the sweeps' slowest rows of sessions
+# 38's seeds 23 and 24, the bench's 64 MB image layouts, and gathers (the last axis moves) past 2 MiB.
+LINE_CASES = [((1, 1325, 155, 16), (0, 2, 1, 3), np.float64), ((5, 62, 2411, 4), (0, 2, 1, 3), np.float16),
+              ((8, 1850, 2, 9), (0, 2, 1, 3), np.float64), ((3, 27, 1032, 30), (0, 2, 1, 3), np.float32),
+              ((60, 59, 9, 33), (0, 2, 1, 3), np.float64), ((32, 128, 128, 64), (0, 2, 1, 3), np.float64),
+              ((64, 512, 512, 3), (0, 2, 1, 3), np.uint8), ((64, 512, 512, 3), (0, 2, 1, 3), np.float32),
+              ((16, 512, 512, 5), (0, 2, 1, 3), np.float16), ((16, 512, 512, 9), (0, 2, 1, 3), np.float64),
+              ((16, 512, 512, 6), (0, 2, 1, 3), np.float32), ((512, 512, 64), (1, 0, 2), np.float64),
+              ((4, 64, 96, 80), (2, 0, 3, 1), np.float32), ((64, 64, 64, 64), (3, 1, 0, 2), np.float32),
+              ((64, 64, 64, 64), (3, 1, 0, 2), np.float64), ((64, 64, 64, 64), (3, 1, 0, 2), np.uint8)]
+
+
+def lines(reps: int):
+    """GPU time of each LINE_CASES permutation: cudakit.transpose, the lines kernel over one-element lines where the
+    last axis moves, CuPy's copy; then both per call (host time in), each against a D2D copy of the same bytes."""
+    print("dims axes dtype MB | copy | cudakit (path) | lines of one element | cupy | per call: cudakit, cupy (us)")
+    for dims, axes, dtype in LINE_CASES:
+        nbytes = int(np.prod(dims)) * np.dtype(dtype).itemsize
+        count = timing.sets_past_l2(2 * nbytes, cupy.cuda.runtime.getDevice())
+        shape = tuple(dims[i] for i in axes)
+        sets = [(filled(dims, dtype), cupy.empty(shape, dtype)) for _ in range(count)]
+        a, out = sets[0]
+        merged_out, merged, perm = T._nd.transpose_plan(a.shape, axes)
+        runs = {"copy": lambda s: s[1].data.copy_from_device_async(s[0].data, nbytes),
+                "cudakit": lambda s: cudakit.transpose(s[0], axes, out=s[1]),
+                "cupy": lambda s: cupy.ascontiguousarray(cupy.transpose(s[0], axes))}
+        if perm[-1] != len(perm) - 1:
+            runs["one-element lines"] = lambda s: T.run_lines(s[0], s[1], merged + (1,), perm + (len(perm),))
+        cells = []
+        for name, run in runs.items():
+            if name != "copy":
+                out.fill(0)
+                result = run(sets[0])
+                if name == "cupy":
+                    out[...] = result
+                if not same_bits(out, cupy.transpose(a, axes)):
+                    cells.append(f"{name} WRONG")
+                    continue
+            ms = median_ms(run, sets, reps)
+            cells.append(f"{name} {ms * 1e3:8.1f} us")
+        per_call = []
+        for name in ("cudakit", "cupy"):
+            stats, _ = timing.measure(lambda k, run=runs[name]: run(sets[k % len(sets)]),
+                                      timing.Budget(row_s=2.0, min_runs=reps, max_runs=reps), per_call=True)
+            per_call.append(f"{stats.median * 1e6:.1f}")
+        print(f"{'x'.join(map(str, dims))} {''.join(map(str, axes))} {np.dtype(dtype).name} {nbytes / 1e6:.1f} MB | "
+              + " | ".join(cells) + " | per call " + " / ".join(per_call), flush=True)
+        del a, out, sets
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=25)
@@ -180,7 +231,10 @@ def main():
     ap.add_argument("--groups", action="store_true", help="other block orders of the fast step instead")
     ap.add_argument("--smoke", action="store_true", help="small checked cases of every kernel, no timing")
     ap.add_argument("--seeds", action="store_true", help="also time the seed transposes on every goal shape")
+    ap.add_argument("--lines", action="store_true", help="N-D permutations through the lines kernels instead")
     args = ap.parse_args()
+    if args.lines:
+        return lines(args.reps)
     if args.smoke:
         return smoke()
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
