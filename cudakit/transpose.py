@@ -117,7 +117,8 @@ def instantiations(itemsize: int) -> tuple[str, ...]:
             for tile in thin_tiles(per_word, wide_in)]
     lines = [instantiation("permute_lines", LINE_PIECE)]
     pieces = [pieces_expression(size, narrow) for size in PIECE_SIZES if size >= itemsize for narrow in (True, False)]
-    return tuple(dict.fromkeys(seeds + vec16 + thin + lines + pieces))
+    tiles = [tiles_expression(size, side) for size in PIECE_SIZES if size >= itemsize for side in TILE_SIDES]
+    return tuple(dict.fromkeys(seeds + vec16 + thin + lines + pieces + tiles))
 
 
 def instantiation_groups():
@@ -335,6 +336,46 @@ PIECES_IN_FLIGHT = 4  # kernels/transpose.cu's: each thread of permute_pieces mo
 ELEMENT_LINES_MAX_BYTES = 2 << 20
 
 
+TILE_LINES_MAX_BYTES = 64  # shorter lines of a batch of 2-D transposes go through permute_tiles' shared tiles
+TILE_SIDES = (16, 32)  # permute_tiles' T: 32 lines a side for lines up to 16 bytes, 16 for longer ones
+TILES_THREADS = 256  # kernels/transpose.cu's
+
+
+def tiles_expression(size: int, side: int) -> str:
+    return instantiation("permute_tiles", LINE_PIECE if size == 16 else uint_ctype(size), side)
+
+
+def line_transposes(shape: tuple, perm: tuple, itemsize: int) -> tuple | None:
+    """(batch, rows, cols, line bytes) where a merged permutation is a batch of 2-D transposes of lines shorter than
+    TILE_LINES_MAX_BYTES (the last axis stays, the two before it swap), else None."""
+    if perm == (1, 0, 2):
+        shape = (1,) + shape
+    elif perm != (0, 2, 1, 3):
+        return None
+    batch, rows, cols, line = shape
+    return (batch, rows, cols, line * itemsize) if line * itemsize < TILE_LINES_MAX_BYTES else None
+
+
+def run_tiles(src, out, batch: int, rows: int, cols: int, line_bytes: int) -> None:
+    """out = `batch` transposes of (rows, cols) matrices of lines of `line_bytes`, lines kept whole: permute_tiles
+    in the widest units that divide the line and both addresses."""
+    size = math.gcd(line_bytes, 16, src.data.ptr, out.data.ptr)
+    fn, blocks, shared, args = _tiles_config(batch, rows, cols, line_bytes, size, src.itemsize, src.data.device_id)
+    launch(fn, (blocks,), (TILES_THREADS,), (out.data.ptr, src.data.ptr) + args, shared_mem=shared)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tiles_config(batch, rows, cols, line_bytes, size, itemsize, device_id):
+    side = 32 if line_bytes <= 16 else 16
+    tiles_r, tiles_c = -(-rows // side), -(-cols // side)
+    blocks = batch * tiles_r * tiles_c
+    if blocks >= 2**31:
+        raise ValueError(f"cudakit.transpose: {batch} matrices of {(rows, cols)} lines need {blocks} tiles, more "
+                         "than one grid holds")
+    fn = kernel(FAMILY, tiles_expression(size, side), instantiations(itemsize))
+    return fn, blocks, side * (side + 1) * line_bytes, (rows, cols, line_bytes // size, tiles_r, tiles_c)
+
+
 def _fast_runner():
     vec16 = vec16_runner(*VEC16_STEPS["fast"])
 
@@ -419,19 +460,26 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
                 perm = ()
             else:
                 src = a.copy(order="C")
+        lines = line_transposes(shape, perm, a.itemsize)
         if len(perm) <= 1:  # nothing moves but length-1 axes: the same bytes in the same order
             out.data.copy_from_device_async(src.data, a.nbytes)
         elif perm == (1, 0):
             run(src if src.shape == shape else src.reshape(shape),
                 out if out.shape == shape[::-1] else out.reshape(shape[::-1]))
-        elif perm == (0, 2, 1):  # a batch of 2-D transposes, one after the other in both arrays
-            batch, rows, cols = shape
+        elif perm == (0, 2, 1) or lines and lines[3] in ITEMSIZES and (src.data.ptr | out.data.ptr) % lines[3] == 0:
+            # a batch of 2-D transposes, one after the other in both arrays; lines of 1, 2, 4 or 8 bytes move as
+            # elements of that size
+            batch, rows, cols, size = shape + (a.itemsize,) if perm == (0, 2, 1) else lines
+            bits = np.dtype(f"u{size}")
             if variant in BATCHED_VARIANTS:  # the first matrix of each, and the count
-                run(cupy.ndarray((rows, cols), a.dtype, src.data), cupy.ndarray((cols, rows), a.dtype, out.data), batch)
+                run(cupy.ndarray((rows, cols), bits, src.data), cupy.ndarray((cols, rows), bits, out.data), batch)
             else:
-                src3, out3 = src.reshape(shape), out.reshape(batch, cols, rows)
+                src3 = cupy.ndarray((batch, rows, cols), bits, src.data)
+                out3 = cupy.ndarray((batch, cols, rows), bits, out.data)
                 for b in range(batch):
                     run(src3[b], out3[b])
+        elif lines:  # ... of lines of other lengths below TILE_LINES_MAX_BYTES
+            run_tiles(src, out, *lines)
         elif perm[-1] == len(perm) - 1:  # the last axis stays: whole lines move
             run_lines(src, out, shape, perm)
         elif a.nbytes <= ELEMENT_LINES_MAX_BYTES:  # each element a line of its own

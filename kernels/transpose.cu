@@ -795,3 +795,62 @@ __global__ void __launch_bounds__(PIECES_THREADS) permute_pieces(V* __restrict__
         if (q < pieces) out[q] = v[u];
     }
 }
+
+// ---- A batch of (rows, cols) matrices of short lines, each matrix to (cols, rows) with its lines whole (NHWC ->
+// NWHC with few channels): a block moves a T x T tile of lines through shared memory, reading T input rows and
+// writing T output rows, each a contiguous run of T lines, so every sector is read and written once. Lines are
+// `line` units of U (the widest size that divides the line and both addresses). The tile keeps T + 1 lines a row:
+// a warp reading an output run walks the tile's rows, and the extra line spreads those reads over the banks.
+// A tile's unit counts stay below 2^16, so its index divisions are float multiplications (exact at that size).
+constexpr int TILES_THREADS = 256;
+constexpr int TILES_IN_FLIGHT = 4;  // units each thread reads before it stores them
+
+__device__ __forceinline__ int tile_quotient(int i, float inverse) {  // i / d, inverse = 1 / d
+    return __float2int_rz(((float)i + 0.5f) * inverse);
+}
+
+template <typename U, int T>
+__global__ void __launch_bounds__(TILES_THREADS) permute_tiles(U* __restrict__ out, const U* __restrict__ in,
+                                                               index_t rows, index_t cols, int line,
+                                                               index_t tiles_r, index_t tiles_c) {
+    extern __shared__ __align__(16) unsigned char tiles_shared[];
+    U* tile = reinterpret_cast<U*>(tiles_shared);
+    const index_t tiles = tiles_r * tiles_c;
+    const index_t b = blockIdx.x / tiles, t = blockIdx.x - b * tiles;
+    const index_t r0 = t / tiles_c * T, c0 = (t - t / tiles_c * tiles_c) * T;
+    const int here_r = (int)min((index_t)T, rows - r0), here_c = (int)min((index_t)T, cols - c0);
+    const int pitch = (T + 1) * line;  // units a tile row
+    const index_t matrix = rows * cols * line;
+
+    // Input rows r0.. of the tile: here_r runs of here_c lines.
+    const U* src = in + b * matrix + (r0 * cols + c0) * line;
+    const int run_in = here_c * line;
+    const float inverse_in = 1.0f / (float)run_in;
+    for (int i0 = threadIdx.x; i0 < here_r * run_in; i0 += TILES_IN_FLIGHT * TILES_THREADS) {
+        U v[TILES_IN_FLIGHT];
+        int at[TILES_IN_FLIGHT];
+#pragma unroll
+        for (int u = 0; u < TILES_IN_FLIGHT; ++u) {
+            const int i = i0 + u * TILES_THREADS;
+            if (i < here_r * run_in) {
+                const int r = tile_quotient(i, inverse_in), o = i - r * run_in;
+                v[u] = src[(index_t)r * cols * line + o];
+                at[u] = r * pitch + o;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < TILES_IN_FLIGHT; ++u)
+            if (i0 + u * TILES_THREADS < here_r * run_in) tile[at[u]] = v[u];
+    }
+    __syncthreads();
+
+    // Output rows c0.. (input columns): here_c runs of here_r lines, line r of run c from tile row r, place c.
+    U* dst = out + b * matrix + (c0 * rows + r0) * line;
+    const int run_out = here_r * line;
+    const float inverse_out = 1.0f / (float)run_out, inverse_line = 1.0f / (float)line;
+    for (int j = threadIdx.x; j < here_c * run_out; j += TILES_THREADS) {
+        const int c = tile_quotient(j, inverse_out), o = j - c * run_out;
+        const int r = tile_quotient(o, inverse_line);
+        dst[(index_t)c * rows * line + o] = tile[r * pitch + c * line + (o - r * line)];
+    }
+}

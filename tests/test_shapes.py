@@ -101,14 +101,29 @@ def test_thin_tile_follows_the_power_of_two_in_c():
     assert tr.thin_tile(8, 2, True) == columns and tr.thin_tile(12, 1, True) == columns
 
 
+def test_line_transposes_are_batches_of_2d_transposes_of_short_lines():
+    """GPU-less: which merged permutations run as a batch of 2-D transposes of lines, and of what."""
+    assert tr.line_transposes((5, 7, 3), (1, 0, 2), 4) == (1, 5, 7, 12)
+    assert tr.line_transposes((2, 5, 7, 3), (0, 2, 1, 3), 2) == (2, 5, 7, 6)
+    assert tr.line_transposes((2, 5, 7, 8), (0, 2, 1, 3), 8) is None  # 64 bytes: whole lines
+    assert tr.line_transposes((2, 5, 7, 63), (0, 2, 1, 3), 1) == (2, 5, 7, 63)
+    assert tr.line_transposes((2, 5, 7, 3), (2, 1, 0, 3), 1) is None  # not a batch of 2-D transposes
+    assert tr.line_transposes((5, 7, 3), (0, 2, 1), 1) is None  # the last axis moves
+
+
 AXES = [((2, 3, 4), None), ((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((5, 7, 9, 3), (0, 3, 1, 2)),
         ((5, 3, 7, 9), (0, 2, 3, 1)), ((4, 33, 65, 3), (0, 3, 1, 2)), ((2, 3, 1, 4, 5), (4, 2, 0, 3, 1)),
         ((3, 2, 2, 2, 2, 2, 2, 3), (7, 6, 5, 4, 3, 2, 1, 0)), ((6,), None), ((6,), (0,)), ((64, 96), (1, 0)),
         ((2, 0, 3), (2, 1, 0)), ((), None),
         ((3, 5, 7, 160), (0, 2, 1, 3)), ((4, 6, 130), (1, 0, 2)), ((2, 3, 4, 5, 64), (3, 1, 0, 2, 4))]
 LINES = [((3, 5, 7, 160), (0, 2, 1, 3)), ((4, 6, 130), (1, 0, 2)), ((4, 6, 128), (1, 0, 2)),
-         ((5, 2, 3, 4, 96), (2, 0, 3, 1, 4)), ((7, 5, 3), (1, 0, 2)), ((3, 11, 5, 9), (0, 2, 1, 3)),
-         ((13, 4, 2), (1, 0, 2))]
+         ((5, 2, 3, 4, 96), (2, 0, 3, 1, 4)), ((3, 4, 5, 3), (2, 1, 0, 3)), ((3, 4, 5, 9), (2, 1, 0, 3)),
+         ((3, 5, 7, 17), (2, 1, 0, 3))]
+# batches of 2-D transposes of short lines: partial tiles on both sides, 16 and 32 lines a tile side, lines of 1 to
+# 63 bytes, a matrix of one tile row or column
+LINE_TRANSPOSES = [((7, 5, 3), (1, 0, 2)), ((3, 37, 45, 9), (0, 2, 1, 3)), ((13, 4, 2), (1, 0, 2)),
+                   ((2, 70, 33, 5), (0, 2, 1, 3)), ((65, 3, 4), (1, 0, 2)), ((5, 2, 40, 7), (0, 2, 1, 3)),
+                   ((3, 33, 64, 6), (0, 2, 1, 3)), ((40, 31, 15), (1, 0, 2)), ((2, 17, 19, 31), (0, 2, 1, 3))]
 
 
 @pytest.mark.gpu
@@ -137,6 +152,33 @@ def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes,
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape,axes", LINE_TRANSPOSES, ids=str)
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_batches_of_short_line_transposes_take_tiles_or_whole_elements(dtype, shape, axes, offset, monkeypatch):
+    """(B, R, C, L) -> (B, C, R, L) with lines below TILE_LINES_MAX_BYTES: lines of 1, 2, 4 or 8 bytes on addresses
+    aligned to that are transposed as elements of that size; others go through permute_tiles' shared tiles in the
+    widest units that divide the line and both addresses; longer lines move whole (run_lines). Equal to CuPy's
+    result, bit for bit, every way."""
+    import cupy
+
+    tiled = []
+    monkeypatch.setattr(tr, "run_tiles", lambda *args, run=tr.run_tiles: tiled.append(args[2:]) or run(*args))
+    size = int(np.prod(shape))
+    a = random_array(size + offset, dtype)[offset:].reshape(shape)
+    want = cupy.transpose(a, axes).copy(order="C")
+    out = poisoned(size + offset, dtype)[offset:].reshape(want.shape)
+    cudakit.transpose(a, axes, out=out)
+    assert same_bits(out, want)
+    _, merged, perm = tr._nd.transpose_plan(shape, axes)
+    lines = tr.line_transposes(merged, perm, a.itemsize)
+    line_bytes = shape[-1] * a.itemsize
+    assert (lines is not None and lines[3] == line_bytes) == (line_bytes < tr.TILE_LINES_MAX_BYTES)
+    as_elements = line_bytes in (1, 2, 4, 8) and offset * a.itemsize % line_bytes == 0
+    assert tiled == ([] if as_elements or lines is None else [lines])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("shape,axes", [((3, 4, 5, 6), (2, 0, 3, 1)), ((2, 3, 4, 5, 6), (4, 2, 0, 3, 1)),
                                         ((33, 4, 37, 53), (0, 3, 2, 1)), ((701, 3, 5, 2), (3, 1, 0, 2))], ids=str)
 def test_permutations_moving_the_last_axis_gather_elements(dtype, shape, axes, monkeypatch):
@@ -156,7 +198,7 @@ def test_permutations_moving_the_last_axis_gather_elements(dtype, shape, axes, m
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.int8, np.float64])
-@pytest.mark.parametrize("shape,axes", [((3, 4, 5, 6), (2, 0, 3, 1)), ((3, 5, 7, 3), (0, 2, 1, 3))], ids=str)
+@pytest.mark.parametrize("shape,axes", [((3, 4, 5, 6), (2, 0, 3, 1)), ((3, 5, 7, 3), (2, 1, 0, 3))], ids=str)
 def test_element_gathers_past_their_size_take_cupys_copy(dtype, shape, axes, monkeypatch):
     """Past ELEMENT_LINES_MAX_BYTES, a permutation that moves the last axis is CuPy's strided copy; one that keeps it
     still moves lines, of any length."""
@@ -185,7 +227,7 @@ def test_pieces_index_in_64_bits_past_the_narrow_count(dtype, offset, monkeypatc
                         lambda size, narrow, named=tr.pieces_expression: widths.append(narrow) or named(size, narrow))
     monkeypatch.setattr(tr, "NARROW_PIECES", 100)
     monkeypatch.setattr(tr, "_line_plans", {})
-    shape, axes = (37, 23, 3, 5), (1, 0, 2, 3)
+    shape, axes = (37, 23, 3, 5), (2, 1, 0, 3)  # not a batch of 2-D transposes: lines move piece by piece
     size = int(np.prod(shape))
     a = random_array(size + offset, dtype)[offset:].reshape(shape)
     want = cupy.transpose(a, axes).copy(order="C")

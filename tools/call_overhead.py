@@ -53,7 +53,8 @@ def small_cases():
         return cupy.asarray(cupy.random.random(shape).astype(dtype), order=order)
 
     cases = []
-    for shape, axes in (((150, 150), None), ((1000, 3), None), ((4, 64, 64, 3), (0, 3, 1, 2)), ((2, 3, 4, 5), (2, 0, 3, 1))):
+    for shape, axes in (((150, 150), None), ((1000, 3), None), ((4, 64, 64, 3), (0, 3, 1, 2)), ((2, 3, 4, 5), (2, 0, 3, 1)),
+                        ((4, 64, 64, 3), (0, 2, 1, 3)), ((4, 6, 8, 5), (2, 1, 0, 3)), ((4, 6, 8, 64), (0, 2, 1, 3))):
         a = rand(shape)
         out = cupy.empty(cupy.transpose(a, axes).shape, a.dtype)
         cases.append((f"transpose {shape} axes {axes}", lambda a=a, axes=axes, out=out: cudakit.transpose(a, axes, out=out),

@@ -180,7 +180,9 @@ LINE_CASES = [((1, 1325, 155, 16), (0, 2, 1, 3), np.float64), ((5, 62, 2411, 4),
               ((16, 512, 512, 5), (0, 2, 1, 3), np.float16), ((16, 512, 512, 9), (0, 2, 1, 3), np.float64),
               ((16, 512, 512, 6), (0, 2, 1, 3), np.float32), ((512, 512, 64), (1, 0, 2), np.float64),
               ((4, 64, 96, 80), (2, 0, 3, 1), np.float32), ((64, 64, 64, 64), (3, 1, 0, 2), np.float32),
-              ((64, 64, 64, 64), (3, 1, 0, 2), np.float64), ((64, 64, 64, 64), (3, 1, 0, 2), np.uint8)]
+              ((64, 64, 64, 64), (3, 1, 0, 2), np.float64), ((64, 64, 64, 64), (3, 1, 0, 2), np.uint8),
+              ((16, 512, 512, 4), (0, 2, 1, 3), np.float32), ((32, 512, 512, 4), (0, 2, 1, 3), np.float16),
+              ((8, 1024, 1024, 7), (0, 2, 1, 3), np.uint8), ((8, 1024, 1024, 3), (0, 2, 1, 3), np.float16)]
 
 
 def lines(reps: int):
@@ -199,6 +201,8 @@ def lines(reps: int):
                 "cupy": lambda s: cupy.ascontiguousarray(cupy.transpose(s[0], axes))}
         if perm[-1] != len(perm) - 1:
             runs["one-element lines"] = lambda s: T.run_lines(s[0], s[1], merged + (1,), perm + (len(perm),))
+        elif T.line_transposes(merged, perm, a.itemsize):  # what the lines kernels make of it
+            runs["lines kernels"] = lambda s: T.run_lines(s[0], s[1], merged, perm)
         cells = []
         for name, run in runs.items():
             if name != "copy":
