@@ -339,6 +339,10 @@ ELEMENT_LINES_MAX_BYTES = 2 << 20
 TILE_LINES_MAX_BYTES = 64  # shorter lines of a batch of 2-D transposes go through permute_tiles' shared tiles
 TILE_SIDES = (16, 32)  # permute_tiles' T: 32 lines a side for lines up to 16 bytes, 16 for longer ones
 TILES_THREADS = 256  # kernels/transpose.cu's
+# Lines of 1, 2, 4 or 8 bytes move as elements of that size (the fast 2-D kernels) from this size on; smaller ones
+# take permute_tiles, whose launch costs less host time than the views the 2-D kernels take (docs/NOTES.md,
+# "transpose.py: batches of short lines").
+LINE_ELEMENTS_MIN_BYTES = 1 << 20
 
 
 def tiles_expression(size: int, side: int) -> str:
@@ -466,7 +470,8 @@ def transpose(a, axes=None, *, out=None, variant: str = "fast", check: bool | No
         elif perm == (1, 0):
             run(src if src.shape == shape else src.reshape(shape),
                 out if out.shape == shape[::-1] else out.reshape(shape[::-1]))
-        elif perm == (0, 2, 1) or lines and lines[3] in ITEMSIZES and (src.data.ptr | out.data.ptr) % lines[3] == 0:
+        elif perm == (0, 2, 1) or lines and lines[3] in ITEMSIZES and (src.data.ptr | out.data.ptr) % lines[3] == 0 \
+                and a.nbytes >= LINE_ELEMENTS_MIN_BYTES:
             # a batch of 2-D transposes, one after the other in both arrays; lines of 1, 2, 4 or 8 bytes move as
             # elements of that size
             batch, rows, cols, size = shape + (a.itemsize,) if perm == (0, 2, 1) else lines

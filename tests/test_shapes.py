@@ -173,8 +173,31 @@ def test_batches_of_short_line_transposes_take_tiles_or_whole_elements(dtype, sh
     lines = tr.line_transposes(merged, perm, a.itemsize)
     line_bytes = shape[-1] * a.itemsize
     assert (lines is not None and lines[3] == line_bytes) == (line_bytes < tr.TILE_LINES_MAX_BYTES)
-    as_elements = line_bytes in (1, 2, 4, 8) and offset * a.itemsize % line_bytes == 0
+    as_elements = line_bytes in (1, 2, 4, 8) and offset * a.itemsize % line_bytes == 0 \
+        and size * a.itemsize >= tr.LINE_ELEMENTS_MIN_BYTES
     assert tiled == ([] if as_elements or lines is None else [lines])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_large_batches_of_2_4_and_8_byte_lines_move_as_elements(dtype, offset, monkeypatch):
+    """Past LINE_ELEMENTS_MIN_BYTES, lines of 1, 2, 4 or 8 bytes on addresses aligned to that are transposed as
+    elements of that size (no tiles); misaligned ones still take the tiles. Bit for bit CuPy's result."""
+    import cupy
+
+    tiled = []
+    monkeypatch.setattr(tr, "run_tiles", lambda *args, run=tr.run_tiles: tiled.append(args[2:]) or run(*args))
+    itemsize = np.dtype(dtype).itemsize
+    line = max(1, 8 // itemsize)  # (float64: one element, a plain batch of 2-D transposes)
+    shape, axes = (3, 300, 4000 // line + 7, line), (0, 2, 1, 3)
+    size = int(np.prod(shape))
+    a = random_array(size + offset, dtype)[offset:].reshape(shape)
+    want = cupy.transpose(a, axes).copy(order="C")
+    out = poisoned(size + offset, dtype)[offset:].reshape(want.shape)
+    cudakit.transpose(a, axes, out=out)
+    assert same_bits(out, want) and size * itemsize >= tr.LINE_ELEMENTS_MIN_BYTES
+    assert (tiled == []) == (offset * itemsize % (line * itemsize) == 0)
 
 
 @pytest.mark.gpu

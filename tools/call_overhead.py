@@ -53,11 +53,15 @@ def small_cases():
         return cupy.asarray(cupy.random.random(shape).astype(dtype), order=order)
 
     cases = []
-    for shape, axes in (((150, 150), None), ((1000, 3), None), ((4, 64, 64, 3), (0, 3, 1, 2)), ((2, 3, 4, 5), (2, 0, 3, 1)),
-                        ((4, 64, 64, 3), (0, 2, 1, 3)), ((4, 6, 8, 5), (2, 1, 0, 3)), ((4, 6, 8, 64), (0, 2, 1, 3))):
-        a = rand(shape)
+    for shape, axes, dtype in (((150, 150), None, "float32"), ((1000, 3), None, "float32"),
+                               ((4, 64, 64, 3), (0, 3, 1, 2), "float32"), ((2, 3, 4, 5), (2, 0, 3, 1), "float32"),
+                               ((4, 64, 64, 3), (0, 2, 1, 3), "float32"), ((4, 6, 8, 5), (2, 1, 0, 3), "float32"),
+                               ((4, 6, 8, 64), (0, 2, 1, 3), "float32"), ((8, 3, 4, 4), (0, 2, 1, 3), "float16"),
+                               ((28, 2, 1, 281), (0, 2, 3, 1), "float64")):
+        a = rand(shape, dtype)
         out = cupy.empty(cupy.transpose(a, axes).shape, a.dtype)
-        cases.append((f"transpose {shape} axes {axes}", lambda a=a, axes=axes, out=out: cudakit.transpose(a, axes, out=out),
+        cases.append((f"transpose {dtype} {shape} axes {axes}",
+                      lambda a=a, axes=axes, out=out: cudakit.transpose(a, axes, out=out),
                       lambda a=a, axes=axes: cupy.ascontiguousarray(cupy.transpose(a, axes))))
     for shape, xshape, order in (((18, 30), (30,), "C"), ((300, 200), (200,), "F"), ((8, 18, 30), (30,), "C")):
         A, x = rand(shape, order=order), rand(xshape)
