@@ -32,6 +32,10 @@ COL_SPLIT_BLOCKS_PER_SM = 4
 # (docs/NOTES.md, "matvec.py: column-major element loads").
 ELEMENT_COL_LANES = 128
 ELEMENT_COL_SPLIT_BLOCKS_PER_SM = 8
+# float32 element columns, at least ELEMENT_COL_UNROLL_MIN_COLUMNS of them, keep 8 columns in flight a thread (with
+# the fetch-ahead, 16 loads) (docs/NOTES.md, "matvec: float32 element columns"). Element columns too few for one
+# batch a column lane take a whole block of lanes down each column (one column lane): a batch then covers them.
+ELEMENT_COL_UNROLL, ELEMENT_COL_UNROLL_MIN_COLUMNS = {4: 8}, 64
 # Column-major matrices of few rows take matvec_thin_colmajor (their run read as one, in vectors), by element size:
 # up to THIN_MAX_ROWS rows that are not whole 16-byte vectors (which the column-major kernel would load an element per
 # lane), or THIN_LARGE_ROWS of them where A is at least THIN_LARGE_BYTES, and THIN_MAX_VECTOR_ROWS rows of whole
@@ -173,8 +177,10 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     else:
         vector = aligned and m % width == 0
         mv = m // width if vector else m
-        unroll = knobs.get("col_unroll", COL_UNROLL)
+        unroll = knobs.get("col_unroll", COL_UNROLL if vector else element_col_unroll(n, dtype.itemsize))
         lanes = min(256 if vector else ELEMENT_COL_LANES, _pow2_ceil(mv))
+        if not vector and n < FAST_THREADS // lanes * unroll:  # too few columns for a batch a column lane
+            lanes = min(FAST_THREADS, _pow2_ceil(mv))
         name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
         target = _resident_blocks(name, dtype, device_id)
         while lanes > 32 and -(-mv // lanes) * count < target:  # narrower row tiles before splitting the columns
@@ -205,6 +211,11 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     if knobs.get("balanced", BALANCED):
         grid = _balanced(tiles, grid)
     return Plan(name, vector, tiles, grid, chunks, chunk)
+
+
+def element_col_unroll(n: int, itemsize: int) -> int:
+    """Columns in flight a thread for n column-major element columns (see ELEMENT_COL_UNROLL)."""
+    return ELEMENT_COL_UNROLL.get(itemsize, COL_UNROLL) if n >= ELEMENT_COL_UNROLL_MIN_COLUMNS else COL_UNROLL
 
 
 def takes_staged(n: int, itemsize: int, aligned: bool, device_id: int) -> bool:

@@ -74,6 +74,25 @@ def test_rows_of_many_loads_a_lane_take_the_fetch_ahead_row_kernel(dtype):
         _check_result(A, x, "fast", f"{m}x{n}")
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [np.float16])
+def test_element_columns_take_their_unroll_and_lanes(dtype):
+    """F-order A whose columns are not whole 16-byte vectors: float32 keeps ELEMENT_COL_UNROLL columns in flight from
+    ELEMENT_COL_UNROLL_MIN_COLUMNS columns on, the rest COL_UNROLL; columns too few for a batch a column lane take
+    a block of lanes down each (one column lane). Right every way."""
+    itemsize = np.dtype(dtype).itemsize
+    # (the tall ones: row tiles enough that no narrower tiles are needed to fill the GPU)
+    for m, n in [(100_003, 63), (100_003, 64), (4099, 3000), (2_000_003, 4), (2_000_003, 2), (2_000_003, 9)]:
+        A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
+        p = mvp.plan(A, x)
+        unroll = mvp.ELEMENT_COL_UNROLL.get(itemsize, 4) if n >= mvp.ELEMENT_COL_UNROLL_MIN_COLUMNS else 4
+        _, vector, lanes, got = p.kernel[:-1].split(", ")[:4]
+        assert p.kernel.startswith("matvec_colmajor") and vector == "false" and int(got) == unroll, (m, n, p)
+        if m > 1_000_000:
+            few = n < mvp.FAST_THREADS // mvp.ELEMENT_COL_LANES * unroll
+            assert int(lanes) == (mvp.FAST_THREADS if few else mvp.ELEMENT_COL_LANES), (m, n, p)
+        _check_result(A, x, "fast", f"{m}x{n} F")
+
+
 KNOBS = [{"persistent": False}, {"balanced": False}, {"block_rows": False}, {"row_unroll": 2},
          {"row_unroll": 8}, {"col_unroll": 2}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
          {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"row_unroll": 8, "blocks_per_sm": 8},

@@ -286,6 +286,39 @@ def pipelining(shapes, log) -> None:
         cupy.get_default_memory_pool().free_all_blocks()
 
 
+# --element-columns: F-order A whose columns are not whole 16-byte vectors (element loads), under other tunings
+ELEMENT_SHAPES = [(np.float32, m, n) for m, n in ((113575, 2502), (1471, 42197), (65535, 4096), (16383, 16383),
+                                                   (29822763, 4), (255, 200003))]
+ELEMENT_SHAPES += [(np.float64, m, n) for m, n in ((72073, 2131), (19333, 13697))]
+ELEMENT_KNOBS = [{"col_unroll": 8}, {"col_lanes": 256}, {"col_lanes": 256, "col_unroll": 8}, {"col_lanes": 64},
+                 {"blocks_per_sm": 16}, {"col_unroll": 8, "blocks_per_sm": 16}]
+
+
+def element_columns(log) -> None:
+    """The column-major kernel's element loads under ELEMENT_KNOBS against the library's plan and CuPy, GB/s of A,
+    each output checked."""
+    for dtype, m, n in ELEMENT_SHAPES:
+        nbytes = m * n * np.dtype(dtype).itemsize
+
+        def make():
+            return (cupy.random.uniform(-1, 1, (n, m)).astype(dtype).T, cupy.random.uniform(-1, 1, n).astype(dtype),
+                    cupy.empty(m, dtype))
+        sets = input_sets(nbytes, make)
+        A0 = sets[0][0]
+        ref = A0.astype(np.float64) @ sets[0][1].astype(np.float64)
+        runs = {"cupy": lambda s: cupy.matmul(s[0], s[1], out=s[2]), "fast": lambda s: mv.run_fast(s[0], s[1], s[2])}
+        for knobs in ELEMENT_KNOBS:
+            p = mvp._plan(A0.shape, A0.dtype, True, True, A0.data.device_id, True, tuple(sorted(knobs.items())))
+            r = mv.launcher(A0, p)
+            label = ",".join(f"{k}={v}" for k, v in knobs.items()) + f" ({p.grid}x{p.chunks})"
+            runs[label] = (lambda r: lambda s: r(s[0].data.ptr, s[1].data.ptr, s[2].data.ptr))(r)
+        cells = timed_cells(runs, sets, ref, nbytes)
+        p = mv.plan(A0, sets[0][1])
+        log(f"{np.dtype(dtype).name} {m}x{n} F ({p.kernel}, grid {p.grid}x{p.chunks}): " + " | ".join(cells))
+        del sets
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
 def thin(log, shapes=THIN_SHAPES, grids=((1, 2), (1, 4), (2, 2), (2, 4), (3, 2), (4, 2))) -> None:
     """The thin column-major kernel over its rows and grids ((blocks a SM, unroll) where they fit at once) against
     the column-major kernel and CuPy, GB/s of A, each output checked."""
@@ -353,6 +386,7 @@ def main():
     ap.add_argument("--cross", action="store_true", help="where the thin kernel's rows should end")
     ap.add_argument("--thin-vs-colmajor", action="store_true", help="--thin's shapes, the library's grid only")
     ap.add_argument("--colmajor", action="store_true", help="the column-major kernel with and without its fetch-ahead")
+    ap.add_argument("--element-columns", action="store_true", help="F-order element columns under other tunings")
     ap.add_argument("--rowmajor", action="store_true", help="the row-major kernel with and without its fetch-ahead")
     ap.add_argument("--out", default=".")
     ap.add_argument("--sweep", action="store_true", help="also time the fast kernels under other unrolls/occupancy")
@@ -373,6 +407,8 @@ def main():
         return thin_one(args.thin_one)
     if args.thin:
         return thin(print)
+    if args.element_columns:
+        return element_columns(print)
     if args.colmajor:
         return pipelining(COLMAJOR_SHAPES + CROSS_SHAPES, print)
     if args.rowmajor:
