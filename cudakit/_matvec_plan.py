@@ -33,8 +33,9 @@ COL_SPLIT_BLOCKS_PER_SM = 4
 ELEMENT_COL_LANES = 128
 ELEMENT_COL_SPLIT_BLOCKS_PER_SM = 8
 # float32 element columns, at least ELEMENT_COL_UNROLL_MIN_COLUMNS of them, keep 8 columns in flight a thread (with
-# the fetch-ahead, 16 loads) (docs/NOTES.md, "matvec: float32 element columns"). Element columns too few for one
-# batch a column lane take a whole block of lanes down each column (one column lane): a batch then covers them.
+# the fetch-ahead, 16 loads) where that kernel's fewer resident blocks take its row tiles in no more rounds
+# (docs/NOTES.md, "matvec: float32 element columns"). Element columns too few for one batch a column lane take a
+# whole block of lanes down each column (one column lane): a batch then covers them.
 ELEMENT_COL_UNROLL, ELEMENT_COL_UNROLL_MIN_COLUMNS = {4: 8}, 64
 # Column-major matrices of few rows take matvec_thin_colmajor (their run read as one, in vectors), by element size:
 # up to THIN_MAX_ROWS rows that are not whole 16-byte vectors (which the column-major kernel would load an element per
@@ -177,7 +178,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     else:
         vector = aligned and m % width == 0
         mv = m // width if vector else m
-        unroll = knobs.get("col_unroll", COL_UNROLL if vector else element_col_unroll(n, dtype.itemsize))
+        unroll = knobs.get("col_unroll", COL_UNROLL)
         lanes = min(256 if vector else ELEMENT_COL_LANES, _pow2_ceil(mv))
         if not vector and n < FAST_THREADS // lanes * unroll:  # too few columns for a batch a column lane
             lanes = min(FAST_THREADS, _pow2_ceil(mv))
@@ -187,8 +188,13 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
             lanes //= 2
         lanes = knobs.get("col_lanes", lanes)
         tiles = -(-mv // lanes)
-        step = (FAST_THREADS // lanes) * unroll
         name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
+        deeper = instantiation("matvec_colmajor", dtype, False, lanes, ELEMENT_COL_UNROLL.get(dtype.itemsize, 0))
+        if (not vector and "col_unroll" not in knobs and n >= ELEMENT_COL_UNROLL_MIN_COLUMNS
+                and dtype.itemsize in ELEMENT_COL_UNROLL and _rounds(tiles * count, deeper, dtype, device_id)
+                <= _rounds(tiles * count, name, dtype, device_id)):
+            name, unroll = deeper, ELEMENT_COL_UNROLL[dtype.itemsize]
+        step = (FAST_THREADS // lanes) * unroll
         reduced = n
         long_rows = False
     target = _resident_blocks(name, dtype, device_id)
@@ -213,9 +219,9 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
     return Plan(name, vector, tiles, grid, chunks, chunk)
 
 
-def element_col_unroll(n: int, itemsize: int) -> int:
-    """Columns in flight a thread for n column-major element columns (see ELEMENT_COL_UNROLL)."""
-    return ELEMENT_COL_UNROLL.get(itemsize, COL_UNROLL) if n >= ELEMENT_COL_UNROLL_MIN_COLUMNS else COL_UNROLL
+def _rounds(blocks: int, name: str, dtype, device_id: int) -> int:
+    """How many rounds of kernel `name`'s resident blocks `blocks` take."""
+    return -(-blocks // _resident_blocks(name, dtype, device_id))
 
 
 def takes_staged(n: int, itemsize: int, aligned: bool, device_id: int) -> bool:

@@ -77,16 +77,24 @@ def test_rows_of_many_loads_a_lane_take_the_fetch_ahead_row_kernel(dtype):
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
 def test_element_columns_take_their_unroll_and_lanes(dtype):
     """F-order A whose columns are not whole 16-byte vectors: float32 keeps ELEMENT_COL_UNROLL columns in flight from
-    ELEMENT_COL_UNROLL_MIN_COLUMNS columns on, the rest COL_UNROLL; columns too few for a batch a column lane take
-    a block of lanes down each (one column lane). Right every way."""
+    ELEMENT_COL_UNROLL_MIN_COLUMNS columns on where that kernel takes the row tiles in no more rounds of its resident
+    blocks, the rest COL_UNROLL; columns too few for a batch a column lane take a block of lanes down each (one
+    column lane). Right every way."""
     itemsize = np.dtype(dtype).itemsize
     # (the tall ones: row tiles enough that no narrower tiles are needed to fill the GPU)
-    for m, n in [(100_003, 63), (100_003, 64), (4099, 3000), (2_000_003, 4), (2_000_003, 2), (2_000_003, 9)]:
+    for m, n in [(100_003, 63), (100_003, 64), (4099, 3000), (18553, 2000), (2_000_003, 4), (2_000_003, 2),
+                 (2_000_003, 9)]:
         A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
         p = mvp.plan(A, x)
-        unroll = mvp.ELEMENT_COL_UNROLL.get(itemsize, 4) if n >= mvp.ELEMENT_COL_UNROLL_MIN_COLUMNS else 4
         _, vector, lanes, got = p.kernel[:-1].split(", ")[:4]
-        assert p.kernel.startswith("matvec_colmajor") and vector == "false" and int(got) == unroll, (m, n, p)
+        deep = False
+        if itemsize == 4 and n >= mvp.ELEMENT_COL_UNROLL_MIN_COLUMNS:
+            rounds = [-(-p.tiles // mvp._resident_blocks(f"matvec_colmajor<float, false, {lanes}, {unroll}>",
+                                                          A.dtype, A.data.device_id)) for unroll in (8, 4)]
+            deep = rounds[0] <= rounds[1]
+        assert p.kernel.startswith("matvec_colmajor") and vector == "false" and int(got) == (8 if deep else 4), \
+            (m, n, p)
+        unroll = int(got)
         if m > 1_000_000:
             few = n < mvp.FAST_THREADS // mvp.ELEMENT_COL_LANES * unroll
             assert int(lanes) == (mvp.FAST_THREADS if few else mvp.ELEMENT_COL_LANES), (m, n, p)
