@@ -111,6 +111,19 @@ def test_line_transposes_are_batches_of_2d_transposes_of_short_lines():
     assert tr.line_transposes((5, 7, 3), (0, 2, 1), 1) is None  # the last axis moves
 
 
+def transposed_at_offset(shape, axes, dtype, offset: int):
+    """cudakit.transpose of a random array `offset` elements into its buffer, into a poisoned output as far into
+    its own: (a, out, CuPy's result)."""
+    import cupy
+
+    size = int(np.prod(shape))
+    a = random_array(size + offset, dtype)[offset:].reshape(shape)
+    want = cupy.transpose(a, axes).copy(order="C")
+    out = poisoned(size + offset, dtype)[offset:].reshape(want.shape)
+    cudakit.transpose(a, axes, out=out)
+    return a, out, want
+
+
 AXES = [((2, 3, 4), None), ((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((5, 7, 9, 3), (0, 3, 1, 2)),
         ((5, 3, 7, 9), (0, 2, 3, 1)), ((4, 33, 65, 3), (0, 3, 1, 2)), ((2, 3, 1, 4, 5), (4, 2, 0, 3, 1)),
         ((3, 2, 2, 2, 2, 2, 2, 3), (7, 6, 5, 4, 3, 2, 1, 0)), ((6,), None), ((6,), (0,)), ((64, 96), (1, 0)),
@@ -134,15 +147,9 @@ def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes,
     """The last axis stays: whole lines move, a group of lanes a line in 16-byte pieces where they fit the lines and
     the alignment of input and output (offset by `offset` elements), a thread a piece elsewhere; equal to CuPy's
     result either way."""
-    import cupy
-
     taken = []
     monkeypatch.setattr(tr, "run_lines", lambda *args, run=tr.run_lines: taken.append(args[2][-1]) or run(*args))
-    size = int(np.prod(shape))
-    a = random_array(size + offset, dtype)[offset:].reshape(shape)
-    want = cupy.transpose(a, axes).copy(order="C")
-    out = poisoned(size + offset, dtype)[offset:].reshape(want.shape)
-    cudakit.transpose(a, axes, out=out)
+    a, out, want = transposed_at_offset(shape, axes, dtype, offset)
     assert same_bits(out, want)
     itemsize = np.dtype(dtype).itemsize
     lines = tr.moves_lines(itemsize, shape[-1] * itemsize, a.data.ptr, out.data.ptr)
@@ -159,22 +166,16 @@ def test_batches_of_short_line_transposes_take_tiles_or_whole_elements(dtype, sh
     aligned to that are transposed as elements of that size; others go through permute_tiles' shared tiles in the
     widest units that divide the line and both addresses; longer lines move whole (run_lines). Equal to CuPy's
     result, bit for bit, every way."""
-    import cupy
-
     tiled = []
     monkeypatch.setattr(tr, "run_tiles", lambda *args, run=tr.run_tiles: tiled.append(args[2:]) or run(*args))
-    size = int(np.prod(shape))
-    a = random_array(size + offset, dtype)[offset:].reshape(shape)
-    want = cupy.transpose(a, axes).copy(order="C")
-    out = poisoned(size + offset, dtype)[offset:].reshape(want.shape)
-    cudakit.transpose(a, axes, out=out)
+    a, out, want = transposed_at_offset(shape, axes, dtype, offset)
     assert same_bits(out, want)
     _, merged, perm = tr._nd.transpose_plan(shape, axes)
     lines = tr.line_transposes(merged, perm, a.itemsize)
     line_bytes = shape[-1] * a.itemsize
     assert (lines is not None and lines[3] == line_bytes) == (line_bytes < tr.TILE_LINES_MAX_BYTES)
     as_elements = line_bytes in (1, 2, 4, 8) and offset * a.itemsize % line_bytes == 0 \
-        and size * a.itemsize >= tr.LINE_ELEMENTS_MIN_BYTES
+        and a.nbytes >= tr.LINE_ELEMENTS_MIN_BYTES
     assert tiled == ([] if as_elements or lines is None else [lines])
 
 
@@ -184,19 +185,13 @@ def test_batches_of_short_line_transposes_take_tiles_or_whole_elements(dtype, sh
 def test_large_batches_of_2_4_and_8_byte_lines_move_as_elements(dtype, offset, monkeypatch):
     """Past LINE_ELEMENTS_MIN_BYTES, lines of 1, 2, 4 or 8 bytes on addresses aligned to that are transposed as
     elements of that size (no tiles); misaligned ones still take the tiles. Bit for bit CuPy's result."""
-    import cupy
-
     tiled = []
     monkeypatch.setattr(tr, "run_tiles", lambda *args, run=tr.run_tiles: tiled.append(args[2:]) or run(*args))
     itemsize = np.dtype(dtype).itemsize
     line = max(1, 8 // itemsize)  # (float64: one element, a plain batch of 2-D transposes)
     shape, axes = (3, 300, 4000 // line + 7, line), (0, 2, 1, 3)
-    size = int(np.prod(shape))
-    a = random_array(size + offset, dtype)[offset:].reshape(shape)
-    want = cupy.transpose(a, axes).copy(order="C")
-    out = poisoned(size + offset, dtype)[offset:].reshape(want.shape)
-    cudakit.transpose(a, axes, out=out)
-    assert same_bits(out, want) and size * itemsize >= tr.LINE_ELEMENTS_MIN_BYTES
+    a, out, want = transposed_at_offset(shape, axes, dtype, offset)
+    assert same_bits(out, want) and a.nbytes >= tr.LINE_ELEMENTS_MIN_BYTES
     assert (tiled == []) == (offset * itemsize % (line * itemsize) == 0)
 
 
@@ -242,8 +237,6 @@ def test_element_gathers_past_their_size_take_cupys_copy(dtype, shape, axes, mon
 def test_pieces_index_in_64_bits_past_the_narrow_count(dtype, offset, monkeypatch):
     """permute_pieces with 64-bit indices (forced here by a small NARROW_PIECES; reached past 2^32 pieces) gives the
     same bits as CuPy, the tail of a block's pieces included."""
-    import cupy
-
     tr.instantiations(np.dtype(dtype).itemsize)  # cached before pieces_expression is watched
     widths = []
     monkeypatch.setattr(tr, "pieces_expression",
@@ -251,11 +244,7 @@ def test_pieces_index_in_64_bits_past_the_narrow_count(dtype, offset, monkeypatc
     monkeypatch.setattr(tr, "NARROW_PIECES", 100)
     monkeypatch.setattr(tr, "_line_plans", {})
     shape, axes = (37, 23, 3, 5), (2, 1, 0, 3)  # not a batch of 2-D transposes: lines move piece by piece
-    size = int(np.prod(shape))
-    a = random_array(size + offset, dtype)[offset:].reshape(shape)
-    want = cupy.transpose(a, axes).copy(order="C")
-    out = poisoned(size + offset, dtype)[offset:].reshape(want.shape)
-    cudakit.transpose(a, axes, out=out)
+    a, out, want = transposed_at_offset(shape, axes, dtype, offset)
     assert same_bits(out, want) and widths == [False]
 
 
