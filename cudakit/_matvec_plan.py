@@ -34,8 +34,9 @@ ELEMENT_COL_LANES = 128
 ELEMENT_COL_SPLIT_BLOCKS_PER_SM = 8
 # float32 element columns, at least ELEMENT_COL_UNROLL_MIN_COLUMNS of them, keep 8 columns in flight a thread (with
 # the fetch-ahead, 16 loads) where that kernel's fewer resident blocks take its row tiles in no more rounds
-# (docs/NOTES.md, "matvec: float32 element columns"). Element columns too few for one batch a column lane take a
-# whole block of lanes down each column (one column lane): a batch then covers them.
+# and its column lanes each get a batch (docs/NOTES.md, "matvec: float32 element columns"). Element columns too few
+# for one batch a column lane take a whole block of lanes down each column (one column lane): a batch then covers
+# them, where the row tiles still fill the GPU (narrower tiles come first).
 ELEMENT_COL_UNROLL, ELEMENT_COL_UNROLL_MIN_COLUMNS = {4: 8}, 64
 # Column-major matrices of few rows take matvec_thin_colmajor (their run read as one, in vectors), by element size:
 # up to THIN_MAX_ROWS rows that are not whole 16-byte vectors (which the column-major kernel would load an element per
@@ -190,9 +191,9 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         tiles = -(-mv // lanes)
         name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
         deeper = instantiation("matvec_colmajor", dtype, False, lanes, ELEMENT_COL_UNROLL.get(dtype.itemsize, 0))
-        if (not vector and "col_unroll" not in knobs and n >= ELEMENT_COL_UNROLL_MIN_COLUMNS
-                and dtype.itemsize in ELEMENT_COL_UNROLL and _rounds(tiles * count, deeper, dtype, device_id)
-                <= _rounds(tiles * count, name, dtype, device_id)):
+        if (not vector and "col_unroll" not in knobs and dtype.itemsize in ELEMENT_COL_UNROLL
+                and n >= max(ELEMENT_COL_UNROLL_MIN_COLUMNS, FAST_THREADS // lanes * ELEMENT_COL_UNROLL[dtype.itemsize])
+                and _rounds(tiles * count, deeper, dtype, device_id) <= _rounds(tiles * count, name, dtype, device_id)):
             name, unroll = deeper, ELEMENT_COL_UNROLL[dtype.itemsize]
         step = (FAST_THREADS // lanes) * unroll
         reduced = n

@@ -7,9 +7,10 @@ float32, complex64, float64, ... all take the same code. Axes that stay adjacent
   * (rows, cols) -> (cols, rows): the chosen kernel (the fast one takes a side below 32 to the thin kernel);
   * a batch of those (NHWC <-> NCHW): one launch of the fast kernel over the batch;
   * the last axis kept (NHWC -> NWHC): whole lines move; a batch of 2-D transposes of lines under
-    TILE_LINES_MAX_BYTES goes through shared tiles (permute_tiles), or as elements of 1, 2, 4 or 8 bytes when its
-    lines are that long; other lines move a group of lanes a line in 16-byte pieces where they can (permute_lines),
-    else a thread a piece in the widest pieces that divide the line (permute_pieces);
+    TILE_LINES_MAX_BYTES goes through shared tiles (permute_tiles), or from LINE_ELEMENTS_MIN_BYTES on as elements
+    of 1, 2, 4 or 8 bytes when its lines are that long; other lines move a group of lanes a line in 16-byte pieces
+    where they can (permute_lines), else a thread a piece in the widest pieces that divide the line
+    (permute_pieces);
   * anything else: lines of one element up to ELEMENT_LINES_MAX_BYTES (a gather, as CuPy's strided copy, with less
     host time per call), CuPy's strided copy past it.
 Inputs with other strides (slices with steps, non-contiguous views) are first copied to C order.

@@ -78,7 +78,7 @@ def test_rows_of_many_loads_a_lane_take_the_fetch_ahead_row_kernel(dtype):
 def test_element_columns_take_their_unroll_and_lanes(dtype):
     """F-order A whose columns are not whole 16-byte vectors: float32 keeps ELEMENT_COL_UNROLL columns in flight from
     ELEMENT_COL_UNROLL_MIN_COLUMNS columns on where that kernel takes the row tiles in no more rounds of its resident
-    blocks, the rest COL_UNROLL; columns too few for a batch a column lane take a block of lanes down each (one
+    blocks and each column lane gets a batch, the rest COL_UNROLL; columns too few for a batch a column lane take a block of lanes down each (one
     column lane). Right every way."""
     itemsize = np.dtype(dtype).itemsize
     # (the tall ones: row tiles enough that no narrower tiles are needed to fill the GPU)
@@ -88,7 +88,7 @@ def test_element_columns_take_their_unroll_and_lanes(dtype):
         p = mvp.plan(A, x)
         _, vector, lanes, got = p.kernel[:-1].split(", ")[:4]
         deep = False
-        if itemsize == 4 and n >= mvp.ELEMENT_COL_UNROLL_MIN_COLUMNS:
+        if itemsize == 4 and n >= max(mvp.ELEMENT_COL_UNROLL_MIN_COLUMNS, mvp.FAST_THREADS // int(lanes) * 8):
             rounds = [-(-p.tiles // mvp._resident_blocks(f"matvec_colmajor<float, false, {lanes}, {unroll}>",
                                                           A.dtype, A.data.device_id)) for unroll in (8, 4)]
             deep = rounds[0] <= rounds[1]

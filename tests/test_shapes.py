@@ -147,14 +147,19 @@ def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes,
     """The last axis stays: whole lines move, a group of lanes a line in 16-byte pieces where they fit the lines and
     the alignment of input and output (offset by `offset` elements), a thread a piece elsewhere; equal to CuPy's
     result either way."""
-    taken = []
+    taken, kernels = [], []
     monkeypatch.setattr(tr, "run_lines", lambda *args, run=tr.run_lines: taken.append(args[2][-1]) or run(*args))
+    monkeypatch.setattr(tr, "_line_plans", {})  # the plan made afresh: its kernel is looked up through kernel()
+    monkeypatch.setattr(tr, "kernel", lambda *args, find=tr.kernel: kernels.append(args[1]) or find(*args))
     a, out, want = transposed_at_offset(shape, axes, dtype, offset)
     assert same_bits(out, want)
     itemsize = np.dtype(dtype).itemsize
-    lines = tr.moves_lines(itemsize, shape[-1] * itemsize, a.data.ptr, out.data.ptr)
+    line_bytes = shape[-1] * itemsize
+    lines = tr.moves_lines(itemsize, line_bytes, a.data.ptr, out.data.ptr)
     assert taken == [shape[-1]]
-    assert lines == (itemsize < 8 and shape[-1] * itemsize % 16 == 0 and offset * itemsize % 16 == 0)
+    assert lines == (itemsize < 8 and line_bytes % 16 == 0 and offset * itemsize % 16 == 0)
+    piece = math.gcd(line_bytes, 16, a.data.ptr, out.data.ptr)
+    assert kernels == [tr.instantiation("permute_lines", tr.LINE_PIECE) if lines else tr.pieces_expression(piece, True)]
 
 
 @pytest.mark.gpu
