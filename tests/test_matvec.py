@@ -78,8 +78,8 @@ def test_rows_of_many_loads_a_lane_take_the_fetch_ahead_row_kernel(dtype):
 def test_element_columns_take_their_unroll_and_lanes(dtype):
     """F-order A whose columns are not whole 16-byte vectors: float32 keeps ELEMENT_COL_UNROLL columns in flight from
     ELEMENT_COL_UNROLL_MIN_COLUMNS columns on where that kernel takes the row tiles in no more rounds of its resident
-    blocks and each column lane gets a batch, the rest COL_UNROLL; columns too few for a batch a column lane take a block of lanes down each (one
-    column lane). Right every way."""
+    blocks and each column lane gets a batch, the rest COL_UNROLL; columns too few for a batch a column lane take a
+    block of lanes down each (one column lane). Right every way."""
     itemsize = np.dtype(dtype).itemsize
     # (the tall ones: row tiles enough that no narrower tiles are needed to fill the GPU)
     for m, n in [(100_003, 63), (100_003, 64), (4099, 3000), (18553, 2000), (2_000_003, 4), (2_000_003, 2),
