@@ -190,11 +190,12 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         lanes = knobs.get("col_lanes", lanes)
         tiles = -(-mv // lanes)
         name = instantiation("matvec_colmajor", dtype, bool(vector), lanes, unroll)
-        deeper = instantiation("matvec_colmajor", dtype, False, lanes, ELEMENT_COL_UNROLL.get(dtype.itemsize, 0))
-        if (not vector and "col_unroll" not in knobs and dtype.itemsize in ELEMENT_COL_UNROLL
-                and n >= max(ELEMENT_COL_UNROLL_MIN_COLUMNS, FAST_THREADS // lanes * ELEMENT_COL_UNROLL[dtype.itemsize])
-                and _rounds(tiles * count, deeper, dtype, device_id) <= _rounds(tiles * count, name, dtype, device_id)):
-            name, unroll = deeper, ELEMENT_COL_UNROLL[dtype.itemsize]
+        deep = ELEMENT_COL_UNROLL.get(dtype.itemsize)
+        if (deep and not vector and "col_unroll" not in knobs
+                and n >= max(ELEMENT_COL_UNROLL_MIN_COLUMNS, FAST_THREADS // lanes * deep)):
+            deeper = instantiation("matvec_colmajor", dtype, False, lanes, deep)
+            if _rounds(tiles * count, deeper, dtype, device_id) <= _rounds(tiles * count, name, dtype, device_id):
+                name, unroll = deeper, deep
         step = (FAST_THREADS // lanes) * unroll
         reduced = n
         long_rows = False
