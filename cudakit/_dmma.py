@@ -150,7 +150,7 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
     """The launches (launch()'s arguments) that run() makes; c_ptr: the first product's output address, if not
     out's (out then gives the shape); k_last: the last product's depth, if not A's (at most A's). transposed: run
     C^T = B^T @ A^T, the default where A's k and B's columns are contiguous (two C-order operands): the kernel's mma
-    A is then B^T, row-contiguous, and its fragments need no register moves. The launches hold only addresses: A and
+    A is then B^T, row-contiguous, whose fragments load without bank conflicts. The launches hold only addresses: A and
     B must be readable in place (run() and launcher() copy an operand without a unit stride first, and keep the
     copies while the launches are queued)."""
     tile = DEFAULT if tile is None else tile

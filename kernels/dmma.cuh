@@ -31,6 +31,14 @@ __device__ __forceinline__ void dmma_wait() {
 #endif
 }
 
+// One double from shared memory, a load the compiler keeps single (merged with its neighbour into a 16-byte load,
+// the two would land in one register quad that the mma cannot take as it is).
+__device__ __forceinline__ double dmma_lds(const double* p) {
+    double x;
+    asm("ld.shared.f64 %0, [%1];" : "=d"(x) : "r"(dmma_smem(p)));
+    return x;
+}
+
 // 8 bytes global -> shared; `bytes` 0 zero-fills them without reading src.
 __device__ __forceinline__ void dmma_cp8(unsigned dst, const void* src, int bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

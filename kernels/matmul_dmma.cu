@@ -10,9 +10,12 @@
 // 16-byte copy where a chunk is 16-byte aligned, else two 8-byte copies (an odd ld leaves every other line so, an
 // offset view or an odd batch stride may leave all).
 // c_t: the block's result R = A @ B is stored transposed, R(i, j) at C[j * m + i], so the host can run
-// C = A @ B as C^T = B^T @ A^T for two C-order operands: the mma's A is then B^T, row-contiguous. An mma
-// A fragment pairs rows g and g + 8 at one k, which a k-contiguous A holds in two different 16-byte chunks: the
-// compiler then re-pairs its registers with moves, several per mma.
+// C = A @ B as C^T = B^T @ A^T for two C-order operands: the mma's A is then B^T, row-contiguous, whose fragments
+// load 8 bytes at a time without bank conflicts. An mma A fragment pairs rows g and g + 8 at one k, which a
+// k-contiguous A holds in two different 16-byte chunks: each double is loaded alone (dmma_lds) so that it lands where
+// the mma reads it (16-byte loads had the compiler re-pair registers with moves, several per mma); those loads take
+// twice the shared-memory wavefronts of conflict-free ones (lines g and g + 2 share banks).
+// A slice that ends within k, for a warp whose lines all exist, is copied without bounds checks.
 #include "common.cuh"
 #include "dmma.cuh"
 
@@ -63,6 +66,8 @@ struct DmmaLoader {
     int fixed;          // KC: bit i set where chunk i's line exists; MN: doubles of its chunks that exist (0, 1, 2);
                         // and HALVES set where its chunks are not 16-byte aligned (each copied as two 8-byte halves)
     int room;           // k less the k index of its chunks at k = 0 (KC) or of its first line (MN)
+    int full;           // slices of k from 0 that end within k (the same for every thread of the block)
+    bool lines;         // every line of the warp's chunks exists, and each chunk whole (the same for the warp)
     static constexpr int HALVES = 1 << 30;
     __device__ __forceinline__ DmmaLoader(const double* p, index_t ld, int origin, int mn, int k, int tid) {
         const int pass = tid / Tile::CHUNKS, chunk = tid % Tile::CHUNKS, extent = mn - origin;
@@ -82,27 +87,39 @@ struct DmmaLoader {
             room = k - line0;
             fixed = extent - 2 * chunk < 0 ? 0 : extent - 2 * chunk < 2 ? extent - 2 * chunk : 2;
         }
+        full = k / BK;
+        lines = __all_sync(0xffffffffu, KC ? fixed == (1 << PER) - 1 : fixed == 2);
         if (reinterpret_cast<unsigned long long>(ptr) & 15) fixed |= HALVES;  // (STEP, BK even: so are all its chunks)
     }
     // Slice kt (k from kt * BK) into the stage at shared address dst (bytes).
     __device__ __forceinline__ void load(unsigned dst, int kt) const {
         const int k0 = kt * BK;
         const double* src = KC ? ptr + k0 : ptr + (index_t)k0 * stride / STEP;
+        if (kt < full && lines) {  // every chunk whole: no bounds
+#pragma unroll
+            for (int i = 0; i < PER; ++i, src += stride) copy(dst, i, src, 2);
+            return;
+        }
         const int have_k = room - k0 < 0 ? 0 : room - k0 < 2 ? room - k0 : 2;  // KC
 #pragma unroll
-        for (int i = 0; i < PER; ++i, src += stride) {
-            const int have = KC ? (fixed >> i & 1 ? have_k : 0) : (k0 + i * STEP < room ? fixed & 3 : 0);
-            const unsigned to = dst + soff[i % SLOTS] + (i / SLOTS) * SLOTS * STEP * Tile::LINE * 8;
-            if (!(fixed & HALVES) && have != 1)  // (one double: 8 bytes, so that no copy names bytes past a line's end)
-                dmma_cp16(to, have ? src : ptr, have * 8);
-            else
-                dmma_cp8x2(to, have ? src : ptr, have);
-        }
+        for (int i = 0; i < PER; ++i, src += stride)
+            copy(dst, i, src, KC ? (fixed >> i & 1 ? have_k : 0) : (k0 + i * STEP < room ? fixed & 3 : 0));
+    }
+    // This thread's chunk i of the slice at dst, `have` doubles of it from src (none: ptr, never read, names it).
+    __device__ __forceinline__ void copy(unsigned dst, int i, const double* src, int have) const {
+        const unsigned to = dst + soff[i % SLOTS] + (i / SLOTS) * SLOTS * STEP * Tile::LINE * 8;
+        if (!(fixed & HALVES) && have != 1)  // (one double: 8 bytes, so that no copy names bytes past a line's end)
+            dmma_cp16(to, have ? src : ptr, have * 8);
+        else
+            dmma_cp8x2(to, have ? src : ptr, have);
     }
 };
 
+// Registers for three blocks an SM where a block holds at most 64 x 64 of C and three fit in shared memory.
+#define DMMA_MIN_BLOCKS(BM, BN, BK, STAGES) ((BM) * (BN) <= 64 * 64 && 3 * (STAGES) * ((BM) + (BN)) * (BK) * 8 <= 227 * 1024 ? 3 : 1)
+
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool A_KC, bool B_KC>
-__global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)
+__global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, DMMA_MIN_BLOCKS(BM, BN, BK, STAGES))
     matmul_dmma_async(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, int m,
                       int n, int k, index_t lda, index_t ldb, index_t batch_a, index_t batch_b, int c_t,
                       int k_last) {
@@ -184,10 +201,10 @@ __global__ void __launch_bounds__(BM / WM * (BN / WN) * 32, 1)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {  // rows g + 8 h: 8-line group q = 2i + h
                     const int q = 2 * i + h;
-                    if (A_KC) {
-                        const double2 v = *reinterpret_cast<const double2*>(as + a0 + q * 8 * BK + 8 * s + (s & 1 ? -ad : ad));
-                        f[4 * d + h] = v.x;
-                        f[4 * d + 2 + h] = v.y;
+                    if (A_KC) {  // (two 8-byte loads: see dmma_lds)
+                        const double* p = as + a0 + q * 8 * BK + 8 * s + (s & 1 ? -ad : ad);
+                        f[4 * d + h] = dmma_lds(p);
+                        f[4 * d + 2 + h] = dmma_lds(p + 1);
                     } else {
                         const int off = a0 + 8 * q + (q & 1 ? -ad : ad) + 8 * s * BM;
                         f[4 * d + h] = as[off];

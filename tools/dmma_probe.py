@@ -1,7 +1,8 @@
 """Probe for the standalone FP64 tensor-core kernel (kernels/matmul_dmma.cu through cudakit._dmma).
 
     PYTHONPATH=. python3 tools/dmma_probe.py [--sizes 2048 4096 8192] [--json FILE]
-    PYTHONPATH=. python3 tools/dmma_probe.py --shapes 683x911x1237:FC ... [--orientations]   (m x k x n, A and B orders)
+    PYTHONPATH=. python3 tools/dmma_probe.py --shapes 683x911x1237:FC ... [--orientations] [--tiles planned|NAME ...]
+                                                                 (m x k x n, A and B orders)
 
 1. Correctness: every tile on odd shapes in all four layouts against float64 cupy.matmul (relative error within
    _check.tolerance(float64, k)).
@@ -85,7 +86,22 @@ class K16:
                         (A, B, out, m, n, k, k, n, 0, 0, 0, k), t.shared_bytes)
 
 
-def shapes_table(shapes: list[str], rows: list, orientations: bool = False) -> None:
+def split_checked(tile, runs, depth, a_order, b_order, m, k, n):
+    """_dmma.split_launcher's run of `runs` products over runs of k `depth` deep, checked on fresh operands."""
+    A, B = random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)
+    out = poisoned((m, n), np.float64)
+    fn = _dmma.split_launcher(A, B, out, tile, runs, depth)
+    if fn is None:
+        raise ValueError("operands not read in 16-byte chunks")
+    fn(A, B, out)
+    err = _check.relative_error(out, cupy.matmul(A, B))
+    if not err <= _check.tolerance(np.float64, k):
+        raise AssertionError(f"split {runs}: relative error {err:.2e}")
+    return fn
+
+
+def shapes_table(shapes: list[str], rows: list, orientations: bool = False, tiles=_dmma.TILES,
+                 split_counts=()) -> None:
     """GPU-time TFLOP/s of cupy.matmul, cudakit.matmul and every tile on each 'MxKxN[:AB]' shape; orientations: each
     tile also run as C = A @ B (/N, its C stored in 16-byte pairs) and as C^T = B^T @ A^T (/T, 8-byte stores down C's
     columns, no register moves for two C-order operands)."""
@@ -102,9 +118,16 @@ def shapes_table(shapes: list[str], rows: list, orientations: bool = False) -> N
         tile, splits, _ = importlib.import_module("cudakit.matmul").plan(cupy.cuda.runtime.getDevice(), np.float64, m, n, k)
         line = {"shape": text, "plan": f"{tile.name}/{splits}", "cublas": ref,
                 "current": rate(lambda A, B, o: cudakit.matmul(A, B, out=o))}
-        for tile in _dmma.TILES:
+        for tile in tiles:
             case(tile.name, lambda: check(tile, a_order, b_order, m, k, n))
             line[tile.name] = rate(lambda A, B, o: _dmma.run(A, B, o, tile))
+            for splits in split_counts:
+                depth = -(-(-(-k // splits)) // tile.bk) * tile.bk  # ceil(k / splits), rounded up to slices
+                runs = -(-k // depth)
+                label = f"{tile.name}/k{runs}"
+                fn = case(label, lambda: split_checked(tile, runs, depth, a_order, b_order, m, k, n))
+                if fn is not None:
+                    line[label] = rate(fn)
             for suffix, transposed in (("/N", False), ("/T", True)) if orientations else ():
                 case(tile.name + suffix, lambda: check(tile, a_order, b_order, m, k, n, transposed))
                 line[tile.name + suffix] = rate(lambda A, B, o: _dmma.run(A, B, o, tile, transposed=transposed))
@@ -121,6 +144,8 @@ def main():
     p.add_argument("--sizes", type=int, nargs="*", default=[2048, 4096, 8192])
     p.add_argument("--shapes", nargs="*")
     p.add_argument("--orientations", action="store_true", help="with --shapes: each tile in both orientations too")
+    p.add_argument("--tiles", nargs="*", help="with --shapes: only these tiles (names, or 'planned')")
+    p.add_argument("--splits", type=int, nargs="*", default=[], help="with --shapes: each tile with k split so too")
     p.add_argument("--json")
     args = p.parse_args()
     start = time.perf_counter()
@@ -128,7 +153,10 @@ def main():
     print(f"device {cupy.cuda.runtime.getDeviceProperties(dev.id)['name'].decode()} sm_{dev.compute_capability}")
     rows = []
     if args.shapes:
-        shapes_table(args.shapes, rows, args.orientations)
+        named = {t.name: t for t in _dmma.TILES}
+        tiles = [t for name in args.tiles for t in (_dmma.PLANNED if name == "planned" else [named[name]])] \
+            if args.tiles else _dmma.TILES
+        shapes_table(args.shapes, rows, args.orientations, tiles, args.splits)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(rows, f, default=str)
