@@ -86,6 +86,11 @@ SHORT_DEPTHS = (9, 16)
 # split's tiles and rounds").
 LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS = 16384, 1024, 2048, 2
 SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 in 32-deep slices
+# FP64 products `planned` puts on the PLANNED tiles whose SMALLEST grid is short of MID_FILL rounds of its resident
+# blocks: SMALLEST with k split (split_launcher, read in place, 8-byte halves too) so that its blocks fill MID_ROUNDS
+# rounds, in at most MID_MAX_SPLITS runs at least MID_MIN_RUN deep. k whole, such grids left most SMs one block of
+# four warps; split, they ran 1.1-1.4x faster than the best tile whole (docs/NOTES.md, session 44).
+MID_FILL, MID_ROUNDS, MID_MAX_SPLITS, MID_MIN_RUN = 1.5, 2, 4, 512
 # The kernel copies a chunk of two doubles that is not 16-byte aligned as two 8-byte halves, which slows it (an odd
 # ld leaves every other line so, an offset view with an even ld every line). A product with at least
 # PAD_MIN_FLOPS_PER_BYTE flops per byte of such operands (counted twice where every line is off) reads padded copies
@@ -226,6 +231,14 @@ def batch_planned(m: int, n: int, k: int, device_id: int, count: int) -> bool:
             and grid <= resident(SMALLEST, device_id))
 
 
+def mid_splits(m: int, n: int, k: int, device_id: int) -> int:
+    """The runs of k (1: whole) for one m x k x n FP64 product that `planned` holds for, on SMALLEST (MID_FILL)."""
+    grid, slots = -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn), resident(SMALLEST, device_id)
+    if grid >= MID_FILL * slots or not fits(SMALLEST, device_id):
+        return 1
+    return max(1, min(MID_MAX_SPLITS, -(-MID_ROUNDS * slots // grid), k // MID_MIN_RUN))
+
+
 def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
     """Whether matmul's planner weighs split_plan's tile with k split for an m x k x n FP64 product: sm_80 and later, k
     at least LONG_DEPTH, C short of one SMALLEST tile per SM, and a SPLIT_TILES tile that fits."""
@@ -272,14 +285,16 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
     return run_launches
 
 
-def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
+def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int, halves: bool = False):
     """f(A, B, out): A @ B as `splits` products over consecutive runs of `depth` of k (the last one shorter), one
     batch in one launch, into a workspace of partial results, then their sum in a fixed order (deterministic); the
-    launches built once, the tile oriented to the launch (oriented). None where an operand is not read in 16-byte
-    chunks (read in halves, the runs lost to the register tiles' split)."""
+    launches built once, the tile oriented to the launch (oriented). None where an operand is not read in place in
+    16-byte chunks; with `halves`, where one is not read in place (a long k read in 8-byte halves lost to the register
+    tiles' split; mid_splits' runs did not)."""
     from ._matmul_routes import partials_adder
 
-    if not (reads_pairs(A, 0) and reads_pairs(B, 1)):
+    if not ((reads_pairs(A, 0) and reads_pairs(B, 1)) or
+            (halves and _readable(A, 0)[0] is A and _readable(B, 1)[0] is B)):
         return None
     m, k = A.shape
     n = B.shape[1]

@@ -288,8 +288,8 @@ def _route(A, B, out):
     tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, vectors=vectors, x3=x3)
     if isinstance(tile, mm.matmul_tc.TcTile):
         return mm.matmul_tc.x3_launcher(A, B, out, tile, splits, depth)
-    if isinstance(tile, _dmma.DmmaTile) and splits > 1:  # (a long k: register moves or not, its runs outran the rest)
-        run = _dmma.split_launcher(A, B, out, tile, splits, depth)
+    if isinstance(tile, _dmma.DmmaTile) and splits > 1:  # a long k, or a grid short of the SMs (mid_splits)
+        run = _dmma.split_launcher(A, B, out, tile, splits, depth, halves=_dmma.planned(m, n, k, device_id))
         if run is not None:
             return run
         tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, pipelined=False)

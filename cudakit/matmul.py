@@ -206,9 +206,9 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     `depth` whose modelled time (_tune.product_seconds) is least, of: the tuned pair (FP32: and the 64 x 64 tile
     between them); for a short k, the tile with the most blocks per SM, and _tune.WIDE_TILE where _wide_takes (a
     batch: it alone, beside X3); for FP64 that _dmma.planned, its tiles alone, k whole (_dmma.batch_planned: SMALLEST
-    alone); that _dmma.split_planned, _dmma.split_plan's besides. `count` products launched together (a batch) keep k
-    whole; one with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES, k split only. Where x3 is given,
-    matmul_tc.x3_offered's tiles besides (alone: x3_short_k)."""
+    alone; one product that _dmma.mid_splits: SMALLEST, k split so); that _dmma.split_planned, _dmma.split_plan's
+    besides. `count` products launched together (a batch) keep k whole; one with k past _tune.SMALL_K also weighs
+    _tune.SPLIT_TILES, k split only. Where x3 is given, matmul_tc.x3_offered's tiles besides (alone: x3_short_k)."""
     large, small = pair
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     x3_tiles = () if x3 is None else matmul_tc.x3_offered(dtype, m, n, k, count, _compute_capability(device_id))
@@ -224,6 +224,9 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         tiles += _tune.NARROW_TILES[dtype]
     pipelined = pipelined and dtype == F64
     whole, long_split = pipelined and _dmma.planned(m, n, k, device_id, count), None
+    mid = _dmma.mid_splits(m, n, k, device_id) if whole and count == 1 else 1
+    if mid > 1:
+        return (_dmma.SMALLEST,) + _tune.split_depth(k, mid, _dmma.SMALLEST.bk, odd=True)
     if whole:
         tiles = tuple(t for t in _dmma.PLANNED if _dmma.fits(t, device_id))
     elif pipelined and _dmma.batch_planned(m, n, k, device_id, count):

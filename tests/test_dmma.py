@@ -6,10 +6,12 @@ shapes (edge tiles, k not a multiple of the slice) and a batch with a broadcast 
 cupy.matmul by relative error within _check.tolerance(float64, k); outputs start poisoned, inputs are fresh draws.
 """
 
+import importlib
+
 import numpy as np
 import pytest
 
-from cudakit import _check, _compile, _dmma
+from cudakit import _check, _compile, _dmma, _tune
 from conftest import assert_close, assert_compiles_without_spills, needs_sm80, poisoned, random_array
 
 ORDERS = ("C", "F")  # with A and B each: the four (A_KC, B_KC) instantiations
@@ -86,7 +88,8 @@ def test_launcher_on_fresh_operands(a_order, b_order):
 def test_split_launcher_on_fresh_operands(a_order, b_order):
     """split_launcher() runs k in runs (the last one shorter, one deep too, or one run alone) on every PLANNED and
     SPLIT_TILES tile that fits, its launches built once and run on fresh operands; an operand not read in 16-byte
-    chunks (off 16-byte alignment, an odd leading dimension, no unit stride) gets None."""
+    chunks (off 16-byte alignment, an odd leading dimension, no unit stride) gets None, and with `halves` runs in
+    8-byte halves where it is read in place (not without a unit stride)."""
     import cupy
 
     needs_sm80()
@@ -105,6 +108,12 @@ def test_split_launcher_on_fresh_operands(a_order, b_order):
                 random_array((m, k + 1), np.float64)[:, :k],  # an odd leading dimension
                 random_array((m, 2 * k), np.float64)[:, ::2]):  # no unit stride
         assert _dmma.split_launcher(odd, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832) is None
+        run = _dmma.split_launcher(odd, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832, halves=True)
+        assert (run is None) == (odd.strides[1] != 8), odd.strides
+        if run is not None:
+            out = poisoned((m, n), np.float64)
+            run(odd, B, out)
+            assert_close(out, cupy.matmul(odd, B), np.float64, k, f"halves {odd.strides} {odd.data.ptr % 16}")
     # a last run three, two and one deep (alone, one deep reads as another layout), in this test's layouts; the
     # operands go on past k (even leading dimensions), so that a last run read too deep adds terms
     A, B = random_array((m, 4 * 832 + 4), np.float64, a_order), random_array((4 * 832 + 4, n), np.float64, b_order)
@@ -236,6 +245,33 @@ def test_oriented_exchanges_a_tiles_sides_where_the_kernel_runs_c_transposed():
         assert flipped in _dmma.TILES and (flipped == tile) == (tile.bm == tile.bn), tile.name
         assert (flipped.bm, flipped.bn, flipped.shared_bytes, flipped.threads) == \
             (tile.bn, tile.bm, tile.shared_bytes, tile.threads)
+
+
+def test_mid_splits_fill_two_rounds_of_the_smallest_tile(monkeypatch):
+    """mid_splits (GPU-less: 396 resident blocks of SMALLEST stand in for an H200's 132 SMs x 3): k whole where the
+    SMALLEST grid fills MID_FILL rounds, else runs enough for MID_ROUNDS rounds, at most MID_MAX_SPLITS of them and
+    each at least MID_MIN_RUN deep; the planner then takes SMALLEST with k so split."""
+    mm = importlib.import_module("cudakit.matmul")
+    f64 = np.dtype(np.float64)
+    config = _tune.default_config(f64, 90)
+    pair = _tune._BY_NAME[config["large"]], _tune._BY_NAME[config["small"]]
+    monkeypatch.setattr(_tune, "tiles", lambda device_id, dtype: pair)
+    monkeypatch.setattr(mm, "sm_count", lambda device_id: 132)
+    monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 396)
+    monkeypatch.setattr(_dmma, "fits", lambda tile, device_id: True)
+    assert _dmma.mid_splits(1061, 569, 2221, 0) == 4  # 153 tiles: six rounds' worth, cut to MID_MAX_SPLITS
+    assert _dmma.mid_splits(353, 3323, 4211, 0) == 3  # 312 tiles
+    assert _dmma.mid_splits(827, 2791, 3203, 0) == 2  # 572 tiles
+    assert _dmma.mid_splits(733, 2423, 953, 0) == 1  # 456 tiles, but runs of 476 would be under MID_MIN_RUN
+    assert _dmma.mid_splits(1033, 3271, 1709, 0) == 1  # 884 tiles: past MID_FILL rounds
+    monkeypatch.setattr(_dmma, "planned", lambda m, n, k, device_id, count=1: True)
+    mm._plan.cache_clear()
+    try:
+        tile, splits, depth = mm.plan(0, np.float64, 1061, 569, 2221)
+        assert (tile, splits) == (_dmma.SMALLEST, 4) and 3 * depth < 2221 <= 4 * depth and depth % tile.bk == 0
+        assert mm.plan(0, np.float64, 1061, 569, 2221, 8)[1] == 1  # a batch keeps k whole
+    finally:
+        mm._plan.cache_clear()
 
 
 def test_split_plan_pads_c_least_and_fills_one_to_two_rounds(monkeypatch):

@@ -671,9 +671,9 @@ def test_tf32_follows_cupys_compute_type_unless_told():
 def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monkeypatch):
     """The fast variant's FP64 path on sm_80+: products at least _dmma.MIN_DEPTH deep, both sides of C past
     NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole, in every
-    layout (a C-order A with an F-order B too, its fragments re-paired by register moves). A small C with a long k is
-    planned on them too, k split: they take it where both operands are read in place in 16-byte chunks, else the
-    register tiles do."""
+    layout. A small C with a long k is planned on them too, k split: they take it where both operands are read in
+    place in 16-byte chunks, else the register tiles do. A C whose smallest tiles leave the SMs short of
+    _dmma.MID_FILL rounds takes them with k split (_dmma.mid_splits), operands read in 8-byte halves too."""
     import cupy
 
     from cudakit import _dmma, _matmul_routes
@@ -684,12 +684,14 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
     tile, splits, _ = mm.plan(0, np.float64, m, n, k)
     pipelined = isinstance(tile, _dmma.DmmaTile)
     long_k = k > 10000
-    assert pipelined and (splits > 1) == long_k, (tile, splits)
+    mid = not long_k and _dmma.mid_splits(m, n, k, 0) > 1
+    assert pipelined and (splits > 1) == (long_k or mid), (tile, splits)
+    assert not mid or tile == _dmma.SMALLEST, tile
     taken, split = [], []
     monkeypatch.setattr(_dmma, "launcher", lambda A, B, out, tile=_dmma.DEFAULT, make=_dmma.launcher:
                         taken.append(tile) or make(A, B, out, tile))
-    monkeypatch.setattr(_dmma, "split_launcher", lambda *args, make=_dmma.split_launcher:
-                        (lambda run: run and (split.append(args[3]) or run))(make(*args)))
+    monkeypatch.setattr(_dmma, "split_launcher", lambda *args, make=_dmma.split_launcher, **kw:
+                        (lambda run: run and (split.append(args[3]) or run))(make(*args, **kw)))
     monkeypatch.setattr(_matmul_routes, "_routes", {})
     A = random_array((m, k), np.float64, orders[0])
     B = random_array((k, n), np.float64, orders[1])
@@ -698,7 +700,7 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
         in_place = _dmma.reads_pairs(A, 0) and _dmma.reads_pairs(B, 1)
         assert (taken, split) == ([], [tile] if in_place else []), (tile, in_place)
     else:
-        assert taken == [tile]
+        assert (taken, split) == (([], [tile]) if mid else ([tile], [])), (tile, mid)
     assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.float64, k)
 
 

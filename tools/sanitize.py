@@ -247,7 +247,8 @@ def preprocessing() -> int:
 def pipelined_fp64(small: bool) -> int:
     """Every tile of the pipelined FP64 tensor-core kernel in the four layouts (sm_80 and later): odd shapes (every
     other line of an odd leading dimension copied in 8-byte halves), even ones (16-byte chunks), and views 8 bytes
-    past 16-byte alignment with an even leading dimension (every line in halves); split runs; a batch of odd steps."""
+    past 16-byte alignment with an even leading dimension (every line in halves); split runs (odd lds too); a batch of
+    odd steps."""
     from cudakit import _dmma
 
     if int(cupy.cuda.Device().compute_capability) < 80:
@@ -279,7 +280,10 @@ def pipelined_fp64(small: bool) -> int:
             out = cupy.empty((m, n), np.float64)
             _dmma.split_launcher(A, B, out, tile, 3, 352)(A, B, out)
             assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, "split", oa, ob)
-            runs += 1
+            A, B = rand((m + 1, k + 1), np.float64, oa)[:m, :k], rand((k + 1, n + 1), np.float64, ob)[:k, :n]
+            _dmma.split_launcher(A, B, out, tile, 3, 352, halves=True)(A, B, out)  # odd lds: lines in halves
+            assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, "halves", oa, ob)
+            runs += 2
     for tile in _dmma.PLANNED:  # a batch of odd steps and lds: every other product starts off 16 bytes
         count, m, k, n = 3, 67, 37, 69
         A, B = rand((count, m, k), np.float64), rand((count, k, n), np.float64)
