@@ -13,6 +13,7 @@ from conftest import assert_close, poisoned, random_array
 
 mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
 tr = importlib.import_module("cudakit.transpose")
+lines_module = importlib.import_module("cudakit._transpose_lines")  # run_lines' and run_tiles' planning
 
 DTYPES = [np.float32, np.float64]
 
@@ -149,13 +150,14 @@ def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes,
     result either way."""
     taken, kernels = [], []
     monkeypatch.setattr(tr, "run_lines", lambda *args, run=tr.run_lines: taken.append(args[2][-1]) or run(*args))
-    monkeypatch.setattr(tr, "_line_plans", {})  # the plan made afresh: its kernel is looked up through kernel()
-    monkeypatch.setattr(tr, "kernel", lambda *args, find=tr.kernel: kernels.append(args[1]) or find(*args))
+    monkeypatch.setattr(lines_module, "_line_plans", {})  # the plan made afresh: its kernel is looked up by kernel()
+    monkeypatch.setattr(lines_module, "kernel", lambda *args, find=lines_module.kernel: kernels.append(args[1])
+                        or find(*args))
     a, out, want = transposed_at_offset(shape, axes, dtype, offset)
     assert same_bits(out, want)
     itemsize = np.dtype(dtype).itemsize
     line_bytes = shape[-1] * itemsize
-    lines = tr.moves_lines(itemsize, line_bytes, a.data.ptr, out.data.ptr)
+    lines = lines_module.moves_lines(itemsize, line_bytes, a.data.ptr, out.data.ptr)
     assert taken == [shape[-1]]
     assert lines == (itemsize < 8 and line_bytes % 16 == 0 and offset * itemsize % 16 == 0)
     piece = math.gcd(line_bytes, 16, a.data.ptr, out.data.ptr)
@@ -178,7 +180,7 @@ def test_batches_of_short_line_transposes_take_tiles_or_whole_elements(dtype, sh
     _, merged, perm = tr._nd.transpose_plan(shape, axes)
     lines = tr.line_transposes(merged, perm, a.itemsize)
     line_bytes = shape[-1] * a.itemsize
-    assert (lines is not None and lines[3] == line_bytes) == (line_bytes < tr.TILE_LINES_MAX_BYTES)
+    assert (lines is not None and lines[3] == line_bytes) == (line_bytes < lines_module.TILE_LINES_MAX_BYTES)
     as_elements = line_bytes in (1, 2, 4, 8) and offset * a.itemsize % line_bytes == 0 \
         and a.nbytes >= tr.LINE_ELEMENTS_MIN_BYTES
     assert tiled == ([] if as_elements or lines is None else [lines])
@@ -244,10 +246,10 @@ def test_pieces_index_in_64_bits_past_the_narrow_count(dtype, offset, monkeypatc
     same bits as CuPy, the tail of a block's pieces included."""
     tr.instantiations(np.dtype(dtype).itemsize)  # cached before pieces_expression is watched
     widths = []
-    monkeypatch.setattr(tr, "pieces_expression",
-                        lambda size, narrow, named=tr.pieces_expression: widths.append(narrow) or named(size, narrow))
-    monkeypatch.setattr(tr, "NARROW_PIECES", 100)
-    monkeypatch.setattr(tr, "_line_plans", {})
+    monkeypatch.setattr(lines_module, "pieces_expression", lambda size, narrow, named=lines_module.pieces_expression:
+                        widths.append(narrow) or named(size, narrow))
+    monkeypatch.setattr(lines_module, "NARROW_PIECES", 100)
+    monkeypatch.setattr(lines_module, "_line_plans", {})
     shape, axes = (37, 23, 3, 5), (2, 1, 0, 3)  # not a batch of 2-D transposes: lines move piece by piece
     a, out, want = transposed_at_offset(shape, axes, dtype, offset)
     assert same_bits(out, want) and widths == [False]
