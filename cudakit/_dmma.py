@@ -233,8 +233,10 @@ def batch_planned(m: int, n: int, k: int, device_id: int, count: int) -> bool:
 
 def mid_splits(m: int, n: int, k: int, device_id: int) -> int:
     """The runs of k (1: whole) for one m x k x n FP64 product that `planned` holds for, on SMALLEST (MID_FILL)."""
+    if not fits(SMALLEST, device_id):  # (the shared memory's bound first: no compile)
+        return 1
     grid, slots = -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn), resident(SMALLEST, device_id)
-    if grid >= MID_FILL * slots or not fits(SMALLEST, device_id):
+    if grid >= MID_FILL * slots:
         return 1
     return max(1, min(MID_MAX_SPLITS, -(-MID_ROUNDS * slots // grid), k // MID_MIN_RUN))
 

@@ -289,9 +289,12 @@ def _route(A, B, out):
     if isinstance(tile, mm.matmul_tc.TcTile):
         return mm.matmul_tc.x3_launcher(A, B, out, tile, splits, depth)
     if isinstance(tile, _dmma.DmmaTile) and splits > 1:  # a long k, or a grid short of the SMs (mid_splits)
-        run = _dmma.split_launcher(A, B, out, tile, splits, depth, halves=_dmma.planned(m, n, k, device_id))
+        mid = _dmma.planned(m, n, k, device_id) and _dmma.mid_splits(m, n, k, device_id) > 1
+        run = _dmma.split_launcher(A, B, out, tile, splits, depth, halves=mid)
         if run is not None:
             return run
+        if mid:  # an operand without a unit stride: copied on each call, k whole
+            return _dmma.launcher(A, B, out, tile)
         tile, splits, depth = mm.plan(device_id, out.dtype, m, n, k, pipelined=False)
     if isinstance(tile, _dmma.DmmaTile):  # every layout: a C-order A with an F-order B (fragments re-paired by
         return _dmma.launcher(A, B, out, tile)  # register moves) still outran the register tiles (docs/NOTES.md)

@@ -32,10 +32,11 @@ __device__ __forceinline__ void dmma_wait() {
 }
 
 // One double from shared memory, a load the compiler keeps single (merged with its neighbour into a 16-byte load,
-// the two would land in one register quad that the mma cannot take as it is).
+// the two would land in one register quad that the mma cannot take as it is); ordered with the barriers as a
+// plain load is.
 __device__ __forceinline__ double dmma_lds(const double* p) {
     double x;
-    asm("ld.shared.f64 %0, [%1];" : "=d"(x) : "r"(dmma_smem(p)));
+    asm volatile("ld.shared.f64 %0, [%1];" : "=d"(x) : "r"(dmma_smem(p)) : "memory");
     return x;
 }
 

@@ -705,6 +705,31 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
 
 
 @pytest.mark.gpu
+def test_a_mid_split_product_with_a_strided_operand_keeps_the_dmma_tiles(monkeypatch):
+    """A product _dmma.mid_splits cuts whose A has no unit stride (split_launcher reads in place only) runs SMALLEST
+    with k whole on a copy of it (_dmma.launcher), not the register tiles; right on fresh operands twice."""
+    import cupy
+
+    from cudakit import _dmma, _matmul_routes
+
+    if int(cupy.cuda.Device().compute_capability) < 80:
+        pytest.skip("the FP64 tensor cores need sm_80")
+    m, k, n = 1031, 1029, 1027
+    if _dmma.mid_splits(m, n, k, 0) < 2:
+        pytest.skip("this GPU's SMALLEST grid fills MID_FILL rounds at this size")
+    taken = []
+    monkeypatch.setattr(_dmma, "launcher", lambda A, B, out, tile=_dmma.DEFAULT, make=_dmma.launcher:
+                        taken.append(tile) or make(A, B, out, tile))
+    monkeypatch.setattr(_matmul_routes, "_routes", {})
+    for _ in range(2):
+        A = random_array((m, 2 * k), np.float64)[:, ::2]
+        B = random_array((k, n), np.float64)
+        out = cudakit.matmul(A, B, out=poisoned((m, n), np.float64))
+        assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.float64, k)
+    assert taken == [_dmma.SMALLEST], taken
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mkn", [(96, 200, 72), (1056, 200, 1040)], ids=str)  # (the second: padded when misaligned)
 def test_a_remembered_route_follows_each_calls_operands(dtype, mkn):
