@@ -224,8 +224,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         tiles += _tune.NARROW_TILES[dtype]
     pipelined = pipelined and dtype == F64
     whole, long_split = pipelined and _dmma.planned(m, n, k, device_id, count), None
-    mid = _dmma.mid_splits(m, n, k, device_id) if whole and count == 1 else 1
-    if mid > 1:
+    if whole and count == 1 and (mid := _dmma.mid_splits(m, n, k, device_id)) > 1:
         return (_dmma.SMALLEST,) + _tune.split_depth(k, mid, _dmma.SMALLEST.bk, odd=True)
     if whole:
         tiles = tuple(t for t in _dmma.PLANNED if _dmma.fits(t, device_id))
