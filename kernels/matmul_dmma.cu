@@ -19,8 +19,8 @@
 #include "common.cuh"
 #include "dmma.cuh"
 
-// The mma k depth on sm_90 (8: m16n8k8, 16: m16n8k16). m16n8k16 holds twice the fragments, and the warp tiles
-// here then spill where A is k-contiguous; tools/dmma_probe.py builds it with -DCUDAKIT_DMMA_K=16 to compare.
+// The mma k depth on sm_90 (8: m16n8k8, 16: m16n8k16). m16n8k16 holds twice the fragments; it ran faster on some
+// shapes and slower on others (docs/NOTES.md); tools/dmma_probe.py builds it with -DCUDAKIT_DMMA_K=16 to compare.
 #ifndef CUDAKIT_DMMA_K
 #define CUDAKIT_DMMA_K 8
 #endif
