@@ -83,14 +83,19 @@ SHORT_DEPTHS = (9, 16)
 # is weighed beside the register tiles' (split_launcher; it outran the register-staged DMMA tiles' splits). Its tile
 # is one of SPLIT_TILES, and its blocks fill one round of the SMs, up to SPLIT_ROUNDS where runs stay MIN_RUN deep,
 # in runs of k about MAX_RUN deep at most (an odd number of slices: _tune.split_depth) (docs/NOTES.md, "The FP64
-# split's tiles and rounds").
-LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS = 16384, 1024, 2048, 2
+# split's tiles and rounds"). Where that tile's round would take runs shallower than MIN_RUN, the product is too
+# small to keep its larger tiles busy: SMALLEST takes it, in runs at least SHALLOW_RUN deep that fill a round of its
+# own resident blocks (on a C of a few tiles with k from 4096 to 16384 it outran the register tiles' split by
+# 1.1-1.3x: docs/NOTES.md, session 45).
+LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS, SHALLOW_RUN = 4096, 1024, 2048, 2, 128
 SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 in 32-deep slices
 # FP64 products `planned` puts on the PLANNED tiles whose SMALLEST grid is short of MID_FILL rounds of its resident
 # blocks: SMALLEST with k split (split_launcher, read in place, 8-byte halves too) so that its blocks fill MID_ROUNDS
 # rounds, in at most MID_MAX_SPLITS runs at least MID_MIN_RUN deep. k whole, such grids left most SMs one block of
-# four warps; split, they ran 1.1-1.4x faster than the best tile whole (docs/NOTES.md, session 44).
-MID_FILL, MID_ROUNDS, MID_MAX_SPLITS, MID_MIN_RUN = 1.5, 2, 4, 512
+# four warps, or some SMs a block more than the rest; split, they ran 1.1-1.4x faster than the best tile whole. A grid
+# that fills MID_FULL of a round and gives the busiest SM less than MID_UNEVEN times the mean of blocks has neither to
+# gain and keeps k whole: split, one such ran slower (docs/NOTES.md, sessions 44 and 45).
+MID_FILL, MID_ROUNDS, MID_MAX_SPLITS, MID_MIN_RUN, MID_FULL, MID_UNEVEN = 1.5, 2, 4, 512, 0.9, 1.1
 # The kernel copies a chunk of two doubles that is not 16-byte aligned as two 8-byte halves, which slows it (an odd
 # ld leaves every other line so, an offset view with an even ld every line). A product with at least
 # PAD_MIN_FLOPS_PER_BYTE flops per byte of such operands (counted twice where every line is off) reads padded copies
@@ -235,8 +240,9 @@ def mid_splits(m: int, n: int, k: int, device_id: int) -> int:
     """The runs of k (1: whole) for one m x k x n FP64 product that `planned` holds for, on SMALLEST (MID_FILL)."""
     if not fits(SMALLEST, device_id):  # (the shared memory's bound first: no compile)
         return 1
-    grid, slots = -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn), resident(SMALLEST, device_id)
-    if grid >= MID_FILL * slots:
+    grid, slots, sms = -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn), resident(SMALLEST, device_id), sm_count(device_id)
+    uneven = -(-grid // sms) * sms / grid  # the busiest SM's blocks over the mean
+    if grid >= MID_FILL * slots or (grid >= MID_FULL * slots and uneven < MID_UNEVEN):
         return 1
     return max(1, min(MID_MAX_SPLITS, -(-MID_ROUNDS * slots // grid), k // MID_MIN_RUN))
 
@@ -252,11 +258,15 @@ def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
 def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
     """(tile, splits) of split_launcher for a small C with a long k: of the SPLIT_TILES that fit, the one that pads C
     least (the first of those that pad it alike), k cut so that its blocks fill a round of the SMs, up to SPLIT_ROUNDS
-    where runs stay MIN_RUN deep, in runs of about MAX_RUN at most."""
+    where runs stay MIN_RUN deep, in runs of about MAX_RUN at most; where that round's runs would be shallower than
+    MIN_RUN, SMALLEST in runs enough to fill a round of its blocks, at least SHALLOW_RUN deep."""
     tiles = [t for t in SPLIT_TILES if fits(t, device_id)]
     tile = min(tiles, key=lambda t: -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn)
     grid = -(-m // tile.bm) * -(-n // tile.bn)
     one_round = -(-resident(tile, device_id) // grid)
+    if one_round * MIN_RUN > k and fits(SMALLEST, device_id):
+        grid = -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn)
+        return SMALLEST, max(1, min(-(-resident(SMALLEST, device_id) // grid), k // SHALLOW_RUN))
     return tile, max(one_round, min(SPLIT_ROUNDS * one_round, k // MIN_RUN), -(-k // MAX_RUN))
 
 

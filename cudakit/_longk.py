@@ -85,7 +85,7 @@ class LongkPlan:
 # from memory at BYTES_PER_NS, and by every tile that needs them from L2 at L2_BYTES_PER_NS; the padded tiles'
 # multiply-adds at FMAS_PER_NS here, at SPLIT_FMAS_PER_NS on the DMMA split's 64 x 64 tiles (the route it replaces).
 BYTES_PER_NS, L2_BYTES_PER_NS, FMAS_PER_NS, SPLIT_FMAS_PER_NS = 3600.0, 7000.0, 8000.0, 20000.0
-MIN_DEPTH = 16384  # (as _dmma.LONG_DEPTH: shallower products were not timed)
+MIN_DEPTH = 16384  # (shallower products were not timed)
 MIN_RUN = 8 * SLICE  # the least k a run sums: shallower runs add more partial sums than they save
 
 

@@ -207,8 +207,9 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     between them); for a short k, the tile with the most blocks per SM, and _tune.WIDE_TILE where _wide_takes (a
     batch: it alone, beside X3); for FP64 that _dmma.planned, its tiles alone, k whole (_dmma.batch_planned: SMALLEST
     alone; one product that _dmma.mid_splits: SMALLEST, k split so); that _dmma.split_planned, _dmma.split_plan's
-    besides. `count` products launched together (a batch) keep k whole; one with k past _tune.SMALL_K also weighs
-    _tune.SPLIT_TILES, k split only. Where x3 is given, matmul_tc.x3_offered's tiles besides (alone: x3_short_k)."""
+    besides (SMALLEST, on a C past NARROW_SIDE: alone). `count` products launched together (a batch) keep k whole; one
+    with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES, k split only. Where x3 is given, matmul_tc.x3_offered's
+    tiles besides (alone: x3_short_k)."""
     large, small = pair
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     x3_tiles = () if x3 is None else matmul_tc.x3_offered(dtype, m, n, k, count, _compute_capability(device_id))
@@ -232,6 +233,8 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         whole, tiles = True, (_dmma.SMALLEST,)
     elif pipelined and count == 1 and _dmma.split_planned(m, n, k, device_id):
         long_split = _dmma.split_plan(m, n, k, device_id)
+        if long_split[0] == _dmma.SMALLEST and min(m, n) > _tune.NARROW_SIDE:  # (too small for the rates' model)
+            return (_dmma.SMALLEST,) + _tune.split_depth(k, long_split[1], _dmma.SMALLEST.bk, odd=True)
         tiles += long_split[:1]
     split_only = _tune.SPLIT_TILES.get(dtype, ()) if count == 1 and k > _tune.SMALL_K and not whole else ()
     sms, best = sm_count(device_id), None

@@ -249,14 +249,16 @@ def test_oriented_exchanges_a_tiles_sides_where_the_kernel_runs_c_transposed():
 
 def test_mid_splits_fill_two_rounds_of_the_smallest_tile(monkeypatch):
     """mid_splits (GPU-less: 396 resident blocks of SMALLEST stand in for an H200's 132 SMs x 3): k whole where the
-    SMALLEST grid fills MID_FILL rounds, else runs enough for MID_ROUNDS rounds, at most MID_MAX_SPLITS of them and
-    each at least MID_MIN_RUN deep; the planner then takes SMALLEST with k so split."""
+    SMALLEST grid fills MID_FILL rounds, or MID_FULL of one spread evenly over the SMs, else runs enough for MID_ROUNDS
+    rounds, at most MID_MAX_SPLITS of them and each at least MID_MIN_RUN deep; the planner then takes SMALLEST with k
+    so split."""
     mm = importlib.import_module("cudakit.matmul")
     f64 = np.dtype(np.float64)
     config = _tune.default_config(f64, 90)
     pair = _tune._BY_NAME[config["large"]], _tune._BY_NAME[config["small"]]
     monkeypatch.setattr(_tune, "tiles", lambda device_id, dtype: pair)
     monkeypatch.setattr(mm, "sm_count", lambda device_id: 132)
+    monkeypatch.setattr(_dmma, "sm_count", lambda device_id: 132)
     monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 396)
     monkeypatch.setattr(_dmma, "fits", lambda tile, device_id: True)
     assert _dmma.mid_splits(1061, 569, 2221, 0) == 4  # 153 tiles: six rounds' worth, cut to MID_MAX_SPLITS
@@ -264,6 +266,9 @@ def test_mid_splits_fill_two_rounds_of_the_smallest_tile(monkeypatch):
     assert _dmma.mid_splits(827, 2791, 3203, 0) == 2  # 572 tiles
     assert _dmma.mid_splits(733, 2423, 953, 0) == 1  # 456 tiles, but runs of 476 would be under MID_MIN_RUN
     assert _dmma.mid_splits(1033, 3271, 1709, 0) == 1  # 884 tiles: past MID_FILL rounds
+    assert _dmma.mid_splits(2447, 617, 1609, 0) == 1  # 390 tiles: a round, 2 or 3 blocks on every SM
+    assert _dmma.mid_splits(977, 1747, 4549, 0) == 2  # 448 tiles: 4 blocks on 52 SMs, 3 on the rest
+    assert _dmma.mid_splits(2089, 1039, 4243, 0) == 2  # 561 tiles
     monkeypatch.setattr(_dmma, "planned", lambda m, n, k, device_id, count=1: True)
     mm._plan.cache_clear()
     try:
@@ -277,13 +282,14 @@ def test_mid_splits_fill_two_rounds_of_the_smallest_tile(monkeypatch):
 def test_split_plan_pads_c_least_and_fills_one_to_two_rounds(monkeypatch):
     """split_plan (GPU-less: 264 resident blocks of each tile stand in for the driver's count): the SPLIT_TILES tile
     that pads C least, the first on a tie; one round of blocks, two where runs stay MIN_RUN deep, runs at most
-    MAX_RUN deep."""
+    MAX_RUN deep; SMALLEST where that tile's round would take runs shallower than MIN_RUN."""
     monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 264)
     monkeypatch.setattr(_dmma, "fits", lambda tile, device_id: True)
     wide, tall, deep = _dmma.SPLIT_TILES
     assert _dmma.split_plan(28, 57, 873876, 0) == (deep, 528)  # one tile: two rounds
     assert _dmma.split_plan(101, 122, 264852, 0) == (wide, 258)  # a tie: the first; two rounds cut to MIN_RUN deep
-    assert _dmma.split_plan(200, 150, 20014, 0) == (tall, 44)  # runs MIN_RUN deep would not fill one round
+    assert _dmma.split_plan(200, 150, 20014, 0) == (_dmma.SMALLEST, 22)  # runs MIN_RUN deep would not fill a round
+    assert _dmma.split_plan(128, 128, 4096, 0) == (_dmma.SMALLEST, 32)  # ... nor would runs SHALLOW_RUN deep
     assert _dmma.split_plan(688, 126, 243866, 0) == (wide, 120)  # runs at most MAX_RUN deep
     splits = _dmma.split_plan(256, 256, 65536, 0)[1]
     assert 264 <= splits * 8 <= 2 * 264 and 65536 // splits >= _dmma.MIN_RUN
