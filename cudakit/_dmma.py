@@ -79,15 +79,16 @@ MIN_DEPTH, MIN_ROUND = 48, 0.8
 # 16 bytes) ran the tiles at half the writer's speed (docs/NOTES.md, session 41). The rest keep the short-k writer
 # (which ran k of 4 to 8 faster than the tiles too), batches included.
 SHORT_DEPTHS = (9, 16)
-# FP64 products at least LONG_DEPTH deep whose C leaves SMs without a SMALLEST tile: split_plan's tile and split of k
-# is weighed beside the register tiles' (split_launcher; it outran the register-staged DMMA tiles' splits). Its tile
-# is one of SPLIT_TILES, and its blocks fill one round of the SMs, up to SPLIT_ROUNDS where runs stay MIN_RUN deep,
-# in runs of k about MAX_RUN deep at most (an odd number of slices: _tune.split_depth) (docs/NOTES.md, "The FP64
-# split's tiles and rounds"). Where that tile's round would take runs shallower than MIN_RUN, the product is too
-# small to keep its larger tiles busy: SMALLEST takes it, in runs at least SHALLOW_RUN deep that fill a round of its
-# own resident blocks (on a C of a few tiles with k from 4096 to 16384 it outran the register tiles' split by
-# 1.1-1.3x: docs/NOTES.md, session 45).
-LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS, SHALLOW_RUN = 4096, 1024, 2048, 2, 128
+# FP64 products at least SPLIT_DEPTH deep whose C leaves SMs without a SMALLEST tile: split_plan's tile and split of
+# k (split_launcher; it outran the register-staged DMMA tiles' splits). From LONG_DEPTH on, its tile is one of
+# SPLIT_TILES, weighed beside the register tiles, and its blocks fill one round of the SMs, up to SPLIT_ROUNDS where
+# runs stay MIN_RUN deep, in runs of k about MAX_RUN deep at most (an odd number of slices: _tune.split_depth)
+# (docs/NOTES.md, "The FP64 split's tiles and rounds"). A shallower k, or one where that tile's round would take runs
+# shallower than MIN_RUN, is too little work to keep the larger tiles busy: SMALLEST takes it alone, in two rounds of
+# its resident blocks where runs stay SHALLOW_RUNS[0] deep, or one round where they stay SHALLOW_RUNS[1] deep,
+# whichever is more runs (never a block past a whole round). There it outran the register tiles' split by 1.1-1.4x
+# (docs/NOTES.md, session 45).
+SPLIT_DEPTH, LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS, SHALLOW_RUNS = 4096, 16384, 1024, 2048, 2, (256, 128)
 SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 in 32-deep slices
 # FP64 products `planned` puts on the PLANNED tiles whose SMALLEST grid is short of MID_FILL rounds of its resident
 # blocks: SMALLEST with k split (split_launcher, read in place, 8-byte halves too) so that its blocks fill MID_ROUNDS
@@ -249,8 +250,8 @@ def mid_splits(m: int, n: int, k: int, device_id: int) -> int:
 
 def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
     """Whether matmul's planner weighs split_plan's tile with k split for an m x k x n FP64 product: sm_80 and later, k
-    at least LONG_DEPTH, C short of one SMALLEST tile per SM, and a SPLIT_TILES tile that fits."""
-    return (k >= LONG_DEPTH and _tune.compute_capability(device_id) >= 80
+    at least SPLIT_DEPTH, C short of one SMALLEST tile per SM, and a SPLIT_TILES tile that fits."""
+    return (k >= SPLIT_DEPTH and _tune.compute_capability(device_id) >= 80
             and -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) < sm_count(device_id)
             and any(fits(t, device_id) for t in SPLIT_TILES))
 
@@ -258,15 +259,16 @@ def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
 def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
     """(tile, splits) of split_launcher for a small C with a long k: of the SPLIT_TILES that fit, the one that pads C
     least (the first of those that pad it alike), k cut so that its blocks fill a round of the SMs, up to SPLIT_ROUNDS
-    where runs stay MIN_RUN deep, in runs of about MAX_RUN at most; where that round's runs would be shallower than
-    MIN_RUN, SMALLEST in runs enough to fill a round of its blocks, at least SHALLOW_RUN deep."""
+    where runs stay MIN_RUN deep, in runs of about MAX_RUN at most; for k short of LONG_DEPTH, or where that round's
+    runs would be shallower than MIN_RUN, SMALLEST in whole rounds of its blocks (SHALLOW_RUNS)."""
     tiles = [t for t in SPLIT_TILES if fits(t, device_id)]
     tile = min(tiles, key=lambda t: -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn)
     grid = -(-m // tile.bm) * -(-n // tile.bn)
     one_round = -(-resident(tile, device_id) // grid)
-    if one_round * MIN_RUN > k and fits(SMALLEST, device_id):
-        grid = -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn)
-        return SMALLEST, max(1, min(-(-resident(SMALLEST, device_id) // grid), k // SHALLOW_RUN))
+    if (k < LONG_DEPTH or one_round * MIN_RUN > k) and fits(SMALLEST, device_id):
+        grid, slots = -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn), resident(SMALLEST, device_id)
+        two_rounds, one_round = min(2 * slots // grid, k // SHALLOW_RUNS[0]), min(slots // grid, k // SHALLOW_RUNS[1])
+        return SMALLEST, max(1, two_rounds, one_round)
     return tile, max(one_round, min(SPLIT_ROUNDS * one_round, k // MIN_RUN), -(-k // MAX_RUN))
 
 

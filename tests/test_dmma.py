@@ -282,14 +282,18 @@ def test_mid_splits_fill_two_rounds_of_the_smallest_tile(monkeypatch):
 def test_split_plan_pads_c_least_and_fills_one_to_two_rounds(monkeypatch):
     """split_plan (GPU-less: 264 resident blocks of each tile stand in for the driver's count): the SPLIT_TILES tile
     that pads C least, the first on a tie; one round of blocks, two where runs stay MIN_RUN deep, runs at most
-    MAX_RUN deep; SMALLEST where that tile's round would take runs shallower than MIN_RUN."""
+    MAX_RUN deep; SMALLEST for a k short of LONG_DEPTH or where that tile's round would take runs shallower than
+    MIN_RUN."""
     monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 264)
     monkeypatch.setattr(_dmma, "fits", lambda tile, device_id: True)
     wide, tall, deep = _dmma.SPLIT_TILES
     assert _dmma.split_plan(28, 57, 873876, 0) == (deep, 528)  # one tile: two rounds
     assert _dmma.split_plan(101, 122, 264852, 0) == (wide, 258)  # a tie: the first; two rounds cut to MIN_RUN deep
-    assert _dmma.split_plan(200, 150, 20014, 0) == (_dmma.SMALLEST, 22)  # runs MIN_RUN deep would not fill a round
-    assert _dmma.split_plan(128, 128, 4096, 0) == (_dmma.SMALLEST, 32)  # ... nor would runs SHALLOW_RUN deep
+    # runs MIN_RUN deep would not fill a round: SMALLEST, two rounds of runs SHALLOW_RUNS[0] deep
+    assert _dmma.split_plan(200, 150, 20014, 0) == (_dmma.SMALLEST, 44)
+    assert _dmma.split_plan(256, 250, 6000, 0) == (_dmma.SMALLEST, 23)  # (two rounds would be 33 runs, 181 deep)
+    assert _dmma.split_plan(128, 128, 4096, 0) == (_dmma.SMALLEST, 32)  # one round's runs, SHALLOW_RUNS[1] deep
+    assert _dmma.split_plan(300, 300, 12000, 0) == (_dmma.SMALLEST, 21)  # k short of LONG_DEPTH
     assert _dmma.split_plan(688, 126, 243866, 0) == (wide, 120)  # runs at most MAX_RUN deep
     splits = _dmma.split_plan(256, 256, 65536, 0)[1]
     assert 264 <= splits * 8 <= 2 * 264 and 65536 // splits >= _dmma.MIN_RUN
