@@ -1,8 +1,9 @@
 """FP64 matrix products on the tensor cores through kernels/matmul_dmma.cu (matmul_dmma_async): a cp.async ring of
-swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant's planner weighs its
-PLANNED tiles alone, k whole, where `planned` holds (SMALLEST alone where `batch_planned` does), and split_plan's tile
-beside the register tiles for a long k (matmul.py); run() takes float64 operands of any layout (2-D, or a batch given as strides); tools/dmma_probe.py
-times every tile against cuBLAS.
+swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant's planner
+(_matmul_plan.py) weighs its PLANNED tiles alone, k whole, where `planned` holds (SMALLEST alone where `batch_planned`
+does; k split where `mid_splits`), and split_plan's tile beside the register tiles for a small C with a long k (SMALLEST
+alone where split_plan picks it for a C past _tune.NARROW_SIDE); run() takes float64 operands of any layout (2-D, or a
+batch given as strides); tools/dmma_probe.py times every tile against cuBLAS.
 """
 from __future__ import annotations
 
@@ -84,11 +85,12 @@ SHORT_DEPTHS = (9, 16)
 # SPLIT_TILES, weighed beside the register tiles, and its blocks fill one round of the SMs, up to SPLIT_ROUNDS where
 # runs stay MIN_RUN deep, in runs of k about MAX_RUN deep at most (an odd number of slices: _tune.split_depth)
 # (docs/NOTES.md, "The FP64 split's tiles and rounds"). A shallower k, or one where that tile's round would take runs
-# shallower than MIN_RUN, is too little work to keep the larger tiles busy: SMALLEST takes it alone, in two rounds of
-# its resident blocks where runs stay SHALLOW_RUNS[0] deep, or one round where they stay SHALLOW_RUNS[1] deep,
-# whichever is more runs (never a block past a whole round). There it outran the register tiles' split by 1.1-1.4x
-# (docs/NOTES.md, session 45).
+# shallower than MIN_RUN, is too little work to keep the larger tiles busy: SMALLEST takes it (alone, for a C past
+# _tune.NARROW_SIDE), in about two rounds of its resident blocks where runs stay SHALLOW_RUNS[0] deep and fill
+# TWO_ROUNDS_FILL of the two, else one round where they stay SHALLOW_RUNS[1] deep (a round and a few blocks ran
+# slower than the round). There it outran the register tiles' split by 1.1-1.4x (docs/NOTES.md, session 45).
 SPLIT_DEPTH, LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS, SHALLOW_RUNS = 4096, 16384, 1024, 2048, 2, (256, 128)
+TWO_ROUNDS_FILL = 0.75
 SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 in 32-deep slices
 # FP64 products `planned` puts on the PLANNED tiles whose SMALLEST grid is short of MID_FILL rounds of its resident
 # blocks: SMALLEST with k split (split_launcher, read in place, 8-byte halves too) so that its blocks fill MID_ROUNDS
@@ -260,7 +262,7 @@ def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
     """(tile, splits) of split_launcher for a small C with a long k: of the SPLIT_TILES that fit, the one that pads C
     least (the first of those that pad it alike), k cut so that its blocks fill a round of the SMs, up to SPLIT_ROUNDS
     where runs stay MIN_RUN deep, in runs of about MAX_RUN at most; for k short of LONG_DEPTH, or where that round's
-    runs would be shallower than MIN_RUN, SMALLEST in whole rounds of its blocks (SHALLOW_RUNS)."""
+    runs would be shallower than MIN_RUN, SMALLEST in about two rounds of its blocks or one (SHALLOW_RUNS)."""
     tiles = [t for t in SPLIT_TILES if fits(t, device_id)]
     tile = min(tiles, key=lambda t: -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn)
     grid = -(-m // tile.bm) * -(-n // tile.bn)
@@ -268,7 +270,7 @@ def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
     if (k < LONG_DEPTH or one_round * MIN_RUN > k) and fits(SMALLEST, device_id):
         grid, slots = -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn), resident(SMALLEST, device_id)
         two_rounds, one_round = min(2 * slots // grid, k // SHALLOW_RUNS[0]), min(slots // grid, k // SHALLOW_RUNS[1])
-        return SMALLEST, max(1, two_rounds, one_round)
+        return SMALLEST, two_rounds if two_rounds * grid >= TWO_ROUNDS_FILL * 2 * slots else max(1, one_round)
     return tile, max(one_round, min(SPLIT_ROUNDS * one_round, k // MIN_RUN), -(-k // MAX_RUN))
 
 

@@ -247,20 +247,32 @@ def test_oriented_exchanges_a_tiles_sides_where_the_kernel_runs_c_transposed():
             (tile.bn, tile.bm, tile.shared_bytes, tile.threads)
 
 
-def test_mid_splits_fill_two_rounds_of_the_smallest_tile(monkeypatch):
-    """mid_splits (GPU-less: 396 resident blocks of SMALLEST stand in for an H200's 132 SMs x 3): k whole where the
-    SMALLEST grid fills MID_FILL rounds, or MID_FULL of one spread evenly over the SMs, else runs enough for MID_ROUNDS
-    rounds, at most MID_MAX_SPLITS of them and each at least MID_MIN_RUN deep; the planner then takes SMALLEST with k
-    so split."""
+@pytest.fixture
+def h200_planner(monkeypatch):
+    """matmul's planner on a stand-in H200 (GPU-less): 132 SMs, 396 resident blocks of each DMMA tile, each fitting, the
+    register tiles' min_blocks an SM, the FP64 default tile pair; the planner's cache cleared before and after."""
     mm = importlib.import_module("cudakit.matmul")
     f64 = np.dtype(np.float64)
     config = _tune.default_config(f64, 90)
     pair = _tune._BY_NAME[config["large"]], _tune._BY_NAME[config["small"]]
     monkeypatch.setattr(_tune, "tiles", lambda device_id, dtype: pair)
+    monkeypatch.setattr(_tune, "compute_capability", lambda device_id: 90)
     monkeypatch.setattr(mm, "sm_count", lambda device_id: 132)
+    monkeypatch.setattr(mm, "resident_tiles", lambda tile, dtype, device_id: 132 * tile.min_blocks)
+    monkeypatch.setattr(mm, "_compute_capability", lambda device_id: 90)
     monkeypatch.setattr(_dmma, "sm_count", lambda device_id: 132)
     monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 396)
     monkeypatch.setattr(_dmma, "fits", lambda tile, device_id: True)
+    mm._plan.cache_clear()
+    yield mm
+    mm._plan.cache_clear()
+
+
+def test_mid_splits_fill_two_rounds_of_the_smallest_tile(h200_planner, monkeypatch):
+    """mid_splits: k whole where the SMALLEST grid fills MID_FILL rounds, or MID_FULL of one spread evenly over the
+    SMs, else runs enough for MID_ROUNDS rounds, at most MID_MAX_SPLITS of them and each at least MID_MIN_RUN deep; the
+    planner then takes SMALLEST with k so split."""
+    mm = h200_planner
     assert _dmma.mid_splits(1061, 569, 2221, 0) == 4  # 153 tiles: six rounds' worth, cut to MID_MAX_SPLITS
     assert _dmma.mid_splits(353, 3323, 4211, 0) == 3  # 312 tiles
     assert _dmma.mid_splits(827, 2791, 3203, 0) == 2  # 572 tiles
@@ -270,13 +282,22 @@ def test_mid_splits_fill_two_rounds_of_the_smallest_tile(monkeypatch):
     assert _dmma.mid_splits(977, 1747, 4549, 0) == 2  # 448 tiles: 4 blocks on 52 SMs, 3 on the rest
     assert _dmma.mid_splits(2089, 1039, 4243, 0) == 2  # 561 tiles
     monkeypatch.setattr(_dmma, "planned", lambda m, n, k, device_id, count=1: True)
-    mm._plan.cache_clear()
-    try:
-        tile, splits, depth = mm.plan(0, np.float64, 1061, 569, 2221)
-        assert (tile, splits) == (_dmma.SMALLEST, 4) and 3 * depth < 2221 <= 4 * depth and depth % tile.bk == 0
-        assert mm.plan(0, np.float64, 1061, 569, 2221, 8)[1] == 1  # a batch keeps k whole
-    finally:
-        mm._plan.cache_clear()
+    tile, splits, depth = mm.plan(0, np.float64, 1061, 569, 2221)
+    assert (tile, splits) == (_dmma.SMALLEST, 4) and 3 * depth < 2221 <= 4 * depth and depth % tile.bk == 0
+    assert mm.plan(0, np.float64, 1061, 569, 2221, 8)[1] == 1  # a batch keeps k whole
+
+
+def test_a_small_c_from_split_depth_takes_smallest_in_whole_rounds(h200_planner):
+    """The planner takes split_plan's SMALLEST alone for a C past NARROW_SIDE, k split in an odd number of slices, its
+    blocks within one round of the 396 resident ones or past one and a half."""
+    mm = h200_planner
+    assert mm.plan(0, np.float64, 128, 128, 4096) == (_dmma.SMALLEST, 29, 144)  # 32 runs asked, 9 slices each
+    for m, n, k in ((256, 250, 6592), (77, 333, 9000), (300, 300, 12000), (121, 144, 9413), (128, 128, 16384)):
+        tile, splits, depth = mm.plan(0, np.float64, m, n, k)
+        blocks = splits * -(-m // tile.bm) * -(-n // tile.bn)
+        assert tile == _dmma.SMALLEST and (splits - 1) * depth < k <= splits * depth, (m, n, k)
+        assert blocks <= 396 or 594 <= blocks <= 792, (m, n, k, splits)
+    assert mm.plan(0, np.float64, 128, 128, 2048)[0] != _dmma.SMALLEST  # k short of SPLIT_DEPTH: the register tiles
 
 
 def test_split_plan_pads_c_least_and_fills_one_to_two_rounds(monkeypatch):
@@ -291,7 +312,7 @@ def test_split_plan_pads_c_least_and_fills_one_to_two_rounds(monkeypatch):
     assert _dmma.split_plan(101, 122, 264852, 0) == (wide, 258)  # a tie: the first; two rounds cut to MIN_RUN deep
     # runs MIN_RUN deep would not fill a round: SMALLEST, two rounds of runs SHALLOW_RUNS[0] deep
     assert _dmma.split_plan(200, 150, 20014, 0) == (_dmma.SMALLEST, 44)
-    assert _dmma.split_plan(256, 250, 6000, 0) == (_dmma.SMALLEST, 23)  # (two rounds would be 33 runs, 181 deep)
+    assert _dmma.split_plan(256, 250, 6000, 0) == (_dmma.SMALLEST, 16)  # (23 runs 256 deep: 1.4 rounds) one round
     assert _dmma.split_plan(128, 128, 4096, 0) == (_dmma.SMALLEST, 32)  # one round's runs, SHALLOW_RUNS[1] deep
     assert _dmma.split_plan(300, 300, 12000, 0) == (_dmma.SMALLEST, 21)  # k short of LONG_DEPTH
     assert _dmma.split_plan(688, 126, 243866, 0) == (wide, 120)  # runs at most MAX_RUN deep

@@ -20,6 +20,7 @@ import numpy as np
 
 import cudakit
 from cudakit import _matmul_batch, _tune
+from cudakit._matmul_plan import MAX_SPLIT_BYTES
 from cudakit._compile import launch
 from cudakit.bench import timing
 from cudakit.bench.base import Case
@@ -133,7 +134,7 @@ def entries(case, s, fast_only=False):
         for sp in SPLITS:
             depth = -(-k // sp)
             depth = -(-depth // t.bk) * t.bk
-            if depth >= 64 and -(-k // depth) == sp and sp * m * n * dtype.itemsize <= mm.MAX_SPLIT_BYTES:
+            if depth >= 64 and -(-k // depth) == sp and sp * m * n * dtype.itemsize <= MAX_SPLIT_BYTES:
                 out.append((f"{t.name} split{sp}",
                             lambda x, t=t, sp=sp, d=depth: split_k(t, x["A"], x["B"], x["out"], sp, d)))
     return out
