@@ -3,6 +3,7 @@
     PYTHONPATH=. python3 tools/dmma_probe.py [--sizes 2048 4096 8192] [--json FILE]
     PYTHONPATH=. python3 tools/dmma_probe.py --shapes 683x911x1237:FC ... [--orientations] [--tiles planned|NAME ...]
                                                                  (m x k x n, A and B orders)
+    PYTHONPATH=. python3 tools/dmma_probe.py --shapes ... --variants other/matmul_dmma.cu ... [--rounds 5] [--tiles ...]
 
 1. Correctness: every tile on odd shapes in all four layouts against float64 cupy.matmul (relative error within
    _check.tolerance(float64, k)).
@@ -10,7 +11,8 @@
    order; then the best tile at 4096^3 in the other three layouts, and the best tile built with m16n8k16 on sm_90
    (-DCUDAKIT_DMMA_K=16; it may spill) to compare mma shapes.
 With --shapes, only: the planner's pick and the GPU-time TFLOP/s of cupy.matmul, cudakit.matmul and every tile (each
-checked first) on those shapes, the mid-size products the planner weighs the tiles for.
+checked first) on those shapes, the mid-size products the planner weighs the tiles for. With --variants, an A/B of
+kernel sources in one process, the sources timed in turn (variants_table).
 Timed with cudakit.bench.timing.measure (CUDA events, input sets rotated past the L2, median). Every case catches and
 prints its own exception.
 """
@@ -21,6 +23,7 @@ import importlib
 import json
 import time
 import traceback
+from pathlib import Path
 
 import cupy
 import numpy as np
@@ -137,6 +140,59 @@ def shapes_table(shapes: list[str], rows: list, orientations: bool = False, tile
         cupy.get_default_memory_pool().free_all_blocks()
 
 
+def variant_runner(path: str, tile):
+    """f(A, B, out): `tile`'s launches as _dmma.launches plans them (A and B readable in place), each kernel taken
+    from a module built from the matmul_dmma.cu at `path` (its includes from kernels/) instead of kernels/'s own."""
+    mod = cupy.RawModule(code=Path(path).read_text(), options=_compile.options(), name_expressions=tile.expressions())
+    names = {_compile.kernel(_dmma.FAMILY, e, tile.expressions()): e for e in tile.expressions()}
+
+    def run(A, B, out):
+        for fn, grid, block, args, shared in _dmma.launches(A, B, out, tile):
+            _compile.launch(mod.get_function(names[fn]), grid, block, args, shared)
+    return run
+
+
+def variants_table(shapes: list[str], paths: list[str], tiles, rounds: int, rows: list) -> None:
+    """An A/B of kernel sources in one process: on each 'MxKxN[:AB]' shape, each tile (the planner's k-whole tile
+    where tiles is empty) from kernels/matmul_dmma.cu and from each of `paths`, checked against float64 first, then
+    timed in `rounds` rounds that take the sources (and cupy.matmul) in turn; the median of the rounds' medians each.
+    Run-to-run drift (clocks, power) then falls on every source alike."""
+    for text in shapes:
+        dims, _, orders = text.partition(":")
+        m, k, n = map(int, dims.split("x"))
+        a_order, b_order = (orders or "CC")
+        count = timing.sets_past_l2((m * k + k * n + m * n) * 8, cupy.cuda.runtime.getDevice(), max_sets=8)
+        sets = [(random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order),
+                 cupy.empty((m, n), np.float64)) for _ in range(count)]
+        rate = lambda call: 2 * m * n * k / timing.measure(lambda i: call(*sets[i % count]), BUDGET)[0].median / 1e12
+        plan = importlib.import_module("cudakit.matmul").plan(cupy.cuda.runtime.getDevice(), np.float64, m, n, k)[0]
+        for tile in tiles or [plan if isinstance(plan, _dmma.DmmaTile) else _dmma.DEFAULT]:
+            runners = {"cublas": lambda A, B, o: cupy.matmul(A, B, out=o)}
+            for path in [str(_compile.kernel_dir() / f"{_dmma.FAMILY}.cu")] + paths:
+                fn = case(path, lambda: variant_runner(path, tile))
+                A, B = random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)
+                out = poisoned((m, n), np.float64)
+                if fn is not None and case(path + " check", lambda: fn(A, B, out) or True):
+                    err = _check.relative_error(out, cupy.matmul(A, B))
+                    if err <= _check.tolerance(np.float64, k):
+                        runners[path] = fn
+                    else:
+                        print(f"  {path}: relative error {err:.2e} WRONG", flush=True)
+            samples = {name: [] for name in runners}
+            for _ in range(rounds):
+                for name, fn in runners.items():
+                    samples[name].append(rate(fn))
+            line = {"shape": text, "tile": tile.name, **{name: float(np.median(v)) for name, v in samples.items()},
+                    "spread": {name: (min(v), max(v)) for name, v in samples.items()}}
+            rows.append(line)
+            ref = line["cublas"]
+            print(f"  {text:22s} {tile.name}  " + "  ".join(
+                f"{name} {line[name]:6.2f} ({min(v):.1f}-{max(v):.1f}) x{line[name] / ref:.3f}"
+                for name, v in samples.items()), flush=True)
+        sets.clear()
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="*", default=[2048, 4096, 8192])
@@ -144,6 +200,9 @@ def main():
     p.add_argument("--orientations", action="store_true", help="with --shapes: each tile in both orientations too")
     p.add_argument("--tiles", nargs="*", help="with --shapes: only these tiles (names, or 'planned')")
     p.add_argument("--splits", type=int, nargs="*", default=[], help="with --shapes: each tile with k split so too")
+    p.add_argument("--variants", nargs="*", default=[],
+                   help="with --shapes: matmul_dmma.cu files timed against kernels/'s in turn (tiles: --tiles)")
+    p.add_argument("--rounds", type=int, default=5, help="with --variants: rounds of the sources in turn")
     p.add_argument("--json")
     args = p.parse_args()
     start = time.perf_counter()
@@ -154,7 +213,10 @@ def main():
         named = {t.name: t for t in _dmma.TILES}
         tiles = [t for name in args.tiles for t in (_dmma.PLANNED if name == "planned" else [named[name]])] \
             if args.tiles else _dmma.TILES
-        shapes_table(args.shapes, rows, args.orientations, tiles, args.splits)
+        if args.variants:
+            variants_table(args.shapes, args.variants, tiles if args.tiles else [], args.rounds, rows)
+        else:
+            shapes_table(args.shapes, rows, args.orientations, tiles, args.splits)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(rows, f, default=str)
