@@ -48,10 +48,14 @@ def case(label: str, fn):
         return None
 
 
-def check(tile, a_order, b_order, m, k, n, transposed=None):
+def check(tile, a_order, b_order, m, k, n, transposed=None, run=None):
+    """tile's product (run's, where given: f(A, B, out)) on fresh operands against float64 cupy.matmul."""
     A, B = random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)
     out = poisoned((m, n), np.float64)
-    _dmma.run(A, B, out, tile, transposed=transposed)
+    if run is None:
+        _dmma.run(A, B, out, tile, transposed=transposed)
+    else:
+        run(A, B, out)
     err = _check.relative_error(out, cupy.matmul(A, B))
     tol = _check.tolerance(np.float64, k)
     if not err <= tol:
@@ -101,20 +105,26 @@ def split_checked(tile, runs, depth, a_order, b_order, m, k, n):
     return fn
 
 
+def shape_operands(text: str):
+    """((m, k, n, A's order, B's order), operand sets rotated past the L2, rate(f(A, B, out)) -> GPU-time TFLOP/s) of
+    an 'MxKxN[:AB]' shape."""
+    dims, _, orders = text.partition(":")
+    m, k, n = map(int, dims.split("x"))
+    a_order, b_order = (orders or "CC")
+    count = timing.sets_past_l2((m * k + k * n + m * n) * 8, cupy.cuda.runtime.getDevice(), max_sets=8)
+    sets = [(random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order),
+             cupy.empty((m, n), np.float64)) for _ in range(count)]
+    rate = lambda call: 2 * m * n * k / timing.measure(lambda i: call(*sets[i % count]), BUDGET)[0].median / 1e12
+    return (m, k, n, a_order, b_order), sets, rate
+
+
 def shapes_table(shapes: list[str], rows: list, orientations: bool = False, tiles=_dmma.TILES,
                  split_counts=()) -> None:
     """GPU-time TFLOP/s of cupy.matmul, cudakit.matmul and every tile on each 'MxKxN[:AB]' shape; orientations: each
     tile also run as C = A @ B (/N, its C stored in 16-byte pairs) and as C^T = B^T @ A^T (/T, 8-byte stores down C's
     columns, no register moves for two C-order operands)."""
     for text in shapes:
-        dims, _, orders = text.partition(":")
-        m, k, n = map(int, dims.split("x"))
-        a_order, b_order = (orders or "CC")
-        set_bytes = (m * k + k * n + m * n) * 8
-        count = timing.sets_past_l2(set_bytes, cupy.cuda.runtime.getDevice(), max_sets=8)
-        sets = [(random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order),
-                 cupy.empty((m, n), np.float64)) for _ in range(count)]
-        rate = lambda call: 2 * m * n * k / timing.measure(lambda i: call(*sets[i % count]), BUDGET)[0].median / 1e12
+        (m, k, n, a_order, b_order), sets, rate = shape_operands(text)
         ref = rate(lambda A, B, o: cupy.matmul(A, B, out=o))
         tile, splits, _ = importlib.import_module("cudakit.matmul").plan(cupy.cuda.runtime.getDevice(), np.float64, m, n, k)
         line = {"shape": text, "plan": f"{tile.name}/{splits}", "cublas": ref,
@@ -158,26 +168,15 @@ def variants_table(shapes: list[str], paths: list[str], tiles, rounds: int, rows
     timed in `rounds` rounds that take the sources (and cupy.matmul) in turn; the median of the rounds' medians each.
     Run-to-run drift (clocks, power) then falls on every source alike."""
     for text in shapes:
-        dims, _, orders = text.partition(":")
-        m, k, n = map(int, dims.split("x"))
-        a_order, b_order = (orders or "CC")
-        count = timing.sets_past_l2((m * k + k * n + m * n) * 8, cupy.cuda.runtime.getDevice(), max_sets=8)
-        sets = [(random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order),
-                 cupy.empty((m, n), np.float64)) for _ in range(count)]
-        rate = lambda call: 2 * m * n * k / timing.measure(lambda i: call(*sets[i % count]), BUDGET)[0].median / 1e12
+        (m, k, n, a_order, b_order), sets, rate = shape_operands(text)
         plan = importlib.import_module("cudakit.matmul").plan(cupy.cuda.runtime.getDevice(), np.float64, m, n, k)[0]
         for tile in tiles or [plan if isinstance(plan, _dmma.DmmaTile) else _dmma.DEFAULT]:
             runners = {"cublas": lambda A, B, o: cupy.matmul(A, B, out=o)}
             for path in [str(_compile.kernel_dir() / f"{_dmma.FAMILY}.cu")] + paths:
                 fn = case(path, lambda: variant_runner(path, tile))
-                A, B = random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)
-                out = poisoned((m, n), np.float64)
-                if fn is not None and case(path + " check", lambda: fn(A, B, out) or True):
-                    err = _check.relative_error(out, cupy.matmul(A, B))
-                    if err <= _check.tolerance(np.float64, k):
-                        runners[path] = fn
-                    else:
-                        print(f"  {path}: relative error {err:.2e} WRONG", flush=True)
+                if fn is not None and case(path + " check", lambda: check(tile, a_order, b_order, m, k, n, run=fn)
+                                           or True):
+                    runners[path] = fn
             samples = {name: [] for name in runners}
             for _ in range(rounds):
                 for name, fn in runners.items():
