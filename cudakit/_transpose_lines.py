@@ -1,5 +1,5 @@
-"""Permutations that keep the last axis, for cudakit.transpose: whole lines move (permute_lines: a group of lanes a
-line in 16-byte pieces; permute_pieces: a thread a piece), and batches of 2-D transposes of short lines go through
+"""Permutations that keep the last axis, for cudakit.transpose: whole lines move (permute_line_tiles: a block a tile
+of lines in 16-byte pieces; permute_pieces: a thread a piece), and batches of 2-D transposes of short lines go through
 shared tiles (permute_tiles). A permutation that moves the last axis comes here as lines of one element. The kernels
 are kernels/transpose.cu's, in transpose.py's module of each element size.
 """
@@ -11,8 +11,7 @@ import math
 import cupy
 import numpy as np
 
-from ._compile import instantiation, kernel, launch, uint_ctype
-from ._device import sm_count
+from ._compile import instantiation, kernel, launch, pair, uint_ctype
 
 FAMILY = "transpose"
 
@@ -34,16 +33,33 @@ def pieces_expression(size: int, narrow: bool) -> str:
                          "unsigned int" if narrow else "long long")
 
 
-def moves_lines(itemsize: int, line_bytes: int, src_ptr: int, out_ptr: int) -> bool:
-    """Whether lines move a group of lanes a line (permute_lines) rather than a thread a piece (permute_pieces):
-    lines of whole 16-byte pieces on both sides, of elements below 8 bytes (docs/NOTES.md, "transpose.py: whole
+def moves_tiles(line_bytes: int, src_ptr: int, out_ptr: int) -> bool:
+    """Whether lines move a tile of lines a block (permute_line_tiles) rather than a thread a piece (permute_pieces):
+    lines of whole 16-byte pieces on both sides, up to LINE_TILE_MAX_BYTES (docs/NOTES.md, "transpose.py: tiles of
     lines")."""
-    return itemsize < 8 and line_bytes % 16 == 0 and src_ptr % 16 == 0 and out_ptr % 16 == 0
+    return line_bytes % 16 == 0 and line_bytes <= LINE_TILE_MAX_BYTES and src_ptr % 16 == 0 and out_ptr % 16 == 0
+
+
+# permute_line_tiles' tile: TS x TS lines, TS the largest power of two up to LINE_TILE_MAX_SIDE whose tile holds at
+# most LINE_TILE_BYTES; a side of fewer lines than TS gives the other side its share. Longer lines than
+# LINE_TILE_MAX_BYTES are runs long enough on their own (permute_pieces).
+LINE_TILE_BYTES, LINE_TILE_MAX_SIDE, LINE_TILE_MAX_BYTES = 32 << 10, 32, 8 << 10
+LINES_THREADS = 256  # kernels/transpose.cu's LINE_TILE_THREADS and PIECES_THREADS
+
+
+def line_tile(line_bytes: int, lines_out: int, lines_in: int) -> tuple[int, int]:
+    """(lines along the output's fastest axis, lines along the input's) of permute_line_tiles' tile."""
+    side = LINE_TILE_MAX_SIDE
+    while side > 1 and side * side * line_bytes > LINE_TILE_BYTES:
+        side //= 2
+    tile_in = min(lines_in, side)
+    tile_out = min(lines_out, side * side // tile_in)
+    return tile_out, min(lines_in, side * side // tile_out)
 
 
 def run_lines(src, out, shape: tuple, perm: tuple) -> None:
     """out = src (C-contiguous, of merged `shape`) permuted by `perm`, which keeps the last axis: its lines move
-    whole, by permute_lines where moves_lines holds, else by permute_pieces in the widest pieces that divide the
+    whole, by permute_line_tiles where moves_tiles holds, else by permute_pieces in the widest pieces that divide the
     line and both addresses. A permutation that moves the last axis comes as lines of one element (a length-1 last
     axis that stays)."""
     alignment = math.gcd(16, src.data.ptr, out.data.ptr)
@@ -52,35 +68,63 @@ def run_lines(src, out, shape: tuple, perm: tuple) -> None:
     if plan is None:
         plan = _line_plans[key] = _line_plan(*key)
     fn, blocks, args = plan
-    launch(fn, (blocks,), (256,), (out.data.ptr, src.data.ptr) + args)
+    launch(fn, (blocks,), (LINES_THREADS,), (out.data.ptr, src.data.ptr) + args)
 
 
 def _line_plan(shape: tuple, perm: tuple, itemsize: int, alignment: int, device_id: int) -> tuple:
-    """run_lines' kernel, grid and arguments after the two addresses (the dimensions and strides on the device), for
-    _line_plans."""
-    lines_shape, lines_perm = shape[:-1], perm[:-1]
-    strides = [math.prod(lines_shape[i + 1:]) for i in range(len(lines_shape))]
-    host = np.array([lines_shape[p] for p in lines_perm] + [strides[p] for p in lines_perm], np.int64)
+    """run_lines' kernel, grid and arguments after the two addresses (with the dimensions and strides on the device),
+    for _line_plans."""
     if len(_line_plans) >= 4096:  # bounded: dropped once every queued launch that reads one is done
         cupy.cuda.Device().synchronize()
         _line_plans.clear()
+    lines_shape, lines_perm, line_bytes = shape[:-1], perm[:-1], shape[-1] * itemsize
+    plan = _tiles_plan(lines_shape, lines_perm, line_bytes) if moves_tiles(line_bytes, alignment, alignment) else None
+    expression, blocks, head, host, tail = plan or _pieces_plan(lines_shape, lines_perm, line_bytes, alignment)
     meta = cupy.asarray(host)
     cupy.cuda.get_current_stream().synchronize()  # once per shape: later calls may come from other streams
-    lines, line_bytes, ndim = math.prod(lines_shape), shape[-1] * itemsize, len(lines_shape)
-    if moves_lines(itemsize, line_bytes, alignment, alignment):
-        fn = kernel(FAMILY, instantiation("permute_lines", LINE_PIECE), _module(itemsize))
-        pieces = line_bytes // 16
-        group = min(32, 1 << (pieces - 1).bit_length())  # lanes per line: a warp moves 32 // group lines at once
-        blocks = min(-(-lines // (256 // group)), sm_count(device_id) * 16)
-        return fn, blocks, (lines, line_bytes, meta, ndim, group)
+    return kernel(FAMILY, expression, _module(itemsize)), blocks, head + (meta,) + tail
+
+
+def _tiles_plan(lines_shape: tuple, lines_perm: tuple, line_bytes: int):
+    """permute_line_tiles' (expression, blocks, arguments before meta, meta, after), or None where its grid would
+    not fit. Of the axes other than the two the tiles span, the innermost goes in the arguments (most permutations
+    have one: the batch), the rest in meta, in output order."""
+    ndim = len(lines_shape)
+    in_strides = [math.prod(lines_shape[d + 1:]) for d in range(ndim)]
+    out_shape = [lines_shape[p] for p in lines_perm]
+    out_strides = [math.prod(out_shape[k + 1:]) for k in range(ndim)]
+    fast_out, fast_in = lines_perm[-1], ndim - 1  # the input axes that are each side's fastest
+    lines_out, lines_in = lines_shape[fast_out], lines_shape[fast_in]
+    tile_out, tile_in = line_tile(line_bytes, lines_out, lines_in)
+    tiles_in = -(-lines_in // tile_in)
+    tiles = -(-lines_out // tile_out) * tiles_in
+    others = [k for k in range(ndim) if lines_perm[k] not in (fast_out, fast_in)]  # (output axes, in order)
+    blocks = tiles * math.prod(out_shape[k] for k in others)
+    if blocks >= 2**31:
+        return None
+    inner, rest = (others[-1:], others[:-1])
+    inner_args = (out_shape[inner[0]], in_strides[lines_perm[inner[0]]], out_strides[inner[0]]) if inner else (1, 0, 0)
+    host = np.array([out_shape[k] for k in rest] + [in_strides[lines_perm[k]] for k in rest]
+                    + [out_strides[k] for k in rest] or [0], np.int64)
+    head = (np.int32(line_bytes // 16), np.int64(lines_out), np.int64(in_strides[fast_out]), np.int64(lines_in),
+            np.int64(out_strides[lines_perm.index(fast_in)]), pair(tile_out, tile_in), pair(tiles_in, tiles),
+            np.uint32(inner_args[0]), np.int64(inner_args[1]), np.int64(inner_args[2]))
+    return instantiation("permute_line_tiles", LINE_PIECE), blocks, head, host, (np.int32(len(rest)),)
+
+
+def _pieces_plan(lines_shape: tuple, lines_perm: tuple, line_bytes: int, alignment: int):
+    """permute_pieces' (expression, blocks, arguments before meta, meta, after): pieces of the widest size that
+    divides the line and both addresses. meta holds the output's dimensions and the input's strides."""
+    strides = [math.prod(lines_shape[i + 1:]) for i in range(len(lines_shape))]
+    host = np.array([lines_shape[p] for p in lines_perm] + [strides[p] for p in lines_perm], np.int64)
     size = math.gcd(line_bytes, alignment)
     line_pieces = line_bytes // size
-    pieces = lines * line_pieces
+    pieces = math.prod(lines_shape) * line_pieces
     narrow = pieces <= NARROW_PIECES
-    fn = kernel(FAMILY, pieces_expression(size, narrow), _module(itemsize))
     count = np.uint32 if narrow else np.int64
-    blocks = -(-pieces // (256 * PIECES_IN_FLIGHT))
-    return fn, blocks, (count(pieces), count(line_pieces), meta, ndim)
+    blocks = -(-pieces // (LINES_THREADS * PIECES_IN_FLIGHT))
+    return (pieces_expression(size, narrow), blocks, (count(pieces), count(line_pieces)), host,
+            (np.int32(len(lines_shape)),))
 
 
 PIECES_IN_FLIGHT = 4  # kernels/transpose.cu's: each thread of permute_pieces moves this many pieces

@@ -8,8 +8,8 @@ float32, complex64, float64, ... all take the same code. Axes that stay adjacent
   * a batch of those (NHWC <-> NCHW): one launch of the fast kernel over the batch;
   * the last axis kept (NHWC -> NWHC): whole lines move; a batch of 2-D transposes of lines under
     TILE_LINES_MAX_BYTES goes through shared tiles (permute_tiles), or from LINE_ELEMENTS_MIN_BYTES on as elements
-    of 1, 2, 4 or 8 bytes when its lines are that long; other lines move a group of lanes a line in 16-byte pieces
-    where they can (permute_lines), else a thread a piece in the widest pieces that divide the line
+    of 1, 2, 4 or 8 bytes when its lines are that long; other lines move a block a tile of lines in 16-byte pieces
+    where they can (permute_line_tiles), else a thread a piece in the widest pieces that divide the line
     (permute_pieces);
   * anything else: lines of one element up to ELEMENT_LINES_MAX_BYTES (a gather, as CuPy's strided copy, with less
     host time per call), CuPy's strided copy past it.
@@ -119,7 +119,7 @@ def instantiations(itemsize: int) -> tuple[str, ...]:
     thin = [instantiation("transpose_thin", uint_ctype(itemsize), wide_in, per_word, tile)
             for wide_in in (True, False) for per_word in sorted({1, thin_per_word(itemsize)})
             for tile in thin_tiles(per_word, wide_in)]
-    lines = [instantiation("permute_lines", LINE_PIECE)]
+    lines = [instantiation("permute_line_tiles", LINE_PIECE)]
     pieces = [pieces_expression(size, narrow) for size in PIECE_SIZES if size >= itemsize for narrow in (True, False)]
     tiles = [tiles_expression(size, side) for size in PIECE_SIZES if size >= itemsize for side in TILE_SIDES]
     return tuple(dict.fromkeys(seeds + vec16 + thin + lines + pieces + tiles))

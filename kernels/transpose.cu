@@ -715,11 +715,9 @@ __global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ o
     }
 }
 
-// ---- Permutations that keep the last axis: whole lines of `line_bytes` move, each to its place in the output, so
-// reads and writes both stay in full lines. A group of `group` lanes (a power of two up to a warp) moves one output
-// line at a time, in V-sized pieces; the line it reads is found from the output line's index through the output's
-// dimensions and the input's strides, both counted in lines (meta: the ndim dimensions, then the ndim strides), in
-// 32-bit arithmetic while the line count allows (64-bit division is many times slower).
+// ---- Permutations that keep the last axis: whole lines move, each to its place in the output. A line's place is
+// found through the output's dimensions and the input's strides, both counted in lines (meta: the ndim dimensions,
+// then the ndim strides), in 32-bit arithmetic while the line count allows (64-bit division is many times slower).
 template <typename I>
 __device__ __forceinline__ index_t source_line(I line, const index_t* __restrict__ meta, int ndim) {
     index_t src = 0;
@@ -732,42 +730,57 @@ __device__ __forceinline__ index_t source_line(I line, const index_t* __restrict
     return src;
 }
 
-constexpr int LINES_IN_FLIGHT = 4;  // lines each group reads before it writes them
+// Lines of whole V-sized pieces on both sides: a block moves a tile of lines, tile.x consecutive lines of the output
+// (along its fastest axis of lines) by tile.y consecutive lines of the input (along the input's fastest), so both its
+// reads and its writes are runs of whole lines, which DRAM serves far better than lines scattered one by one. Blocks
+// go tile by tile (counts.x tiles along the input's axis, counts.y in all) through each index of the other axes: the
+// innermost of them in the arguments (inner: its dimension, then its input and output strides), the rest in meta
+// (their dimensions in output order, then their input strides, then their output strides; all in lines). Each thread
+// loads LINE_TILE_IN_FLIGHT pieces before it stores any.
+constexpr int LINE_TILE_THREADS = 256;
+constexpr int LINE_TILE_IN_FLIGHT = 4;
+constexpr int LINE_TILE_MIN_BLOCKS = 5;  // a register cap: enough tiles in flight per SM to cover DRAM's latency
 
 template <typename V>
-__global__ void __launch_bounds__(256) permute_lines(unsigned char* __restrict__ out,
-                                                     const unsigned char* __restrict__ in, index_t lines,
-                                                     index_t line_bytes, const index_t* __restrict__ meta, int ndim,
-                                                     int group) {
-    const int lane = threadIdx.x % group;
-    const index_t groups = (index_t)gridDim.x * (blockDim.x / group);
-    const index_t pieces = line_bytes / (index_t)sizeof(V);
-    const bool narrow = lines <= 0xffffffffLL;
-    for (index_t line = (index_t)blockIdx.x * (blockDim.x / group) + threadIdx.x / group; line < lines;
-         line += LINES_IN_FLIGHT * groups) {
-        const V* from[LINES_IN_FLIGHT];
-        V* to[LINES_IN_FLIGHT];
+__global__ void __launch_bounds__(LINE_TILE_THREADS, LINE_TILE_MIN_BLOCKS) permute_line_tiles(
+        V* __restrict__ out, const V* __restrict__ in, int pieces, index_t lines_out, index_t in_stride,
+        index_t lines_in, index_t out_stride, int2 tile, uint2 counts, unsigned inner, index_t inner_in,
+        index_t inner_out, const index_t* __restrict__ meta, int ndim) {
+    const unsigned outer = blockIdx.x / counts.y, t = blockIdx.x - outer * counts.y;
+    unsigned rest = outer / inner;
+    index_t src = (index_t)(outer - rest * inner) * inner_in, dst = (index_t)(outer - rest * inner) * inner_out;
+    for (int d = ndim - 1; d >= 0; --d) {
+        const unsigned dim = (unsigned)meta[d], q = rest / dim;
+        src += (index_t)(rest - q * dim) * meta[ndim + d];
+        dst += (index_t)(rest - q * dim) * meta[2 * ndim + d];
+        rest = q;
+    }
+    const index_t o0 = (index_t)(t / counts.x) * tile.x, i0 = (index_t)(t % counts.x) * tile.y;
+    const int outs = (int)min((index_t)tile.x, lines_out - o0), ins = (int)min((index_t)tile.y, lines_in - i0);
+    const V* from = in + (src + o0 * in_stride + i0) * pieces;
+    V* to = out + (dst + i0 * out_stride + o0) * pieces;
+    const index_t from_line = in_stride * pieces, to_line = out_stride * pieces;
+    const int items = tile.x * tile.y * pieces;
+    for (int first = threadIdx.x; first < items; first += LINE_TILE_THREADS * LINE_TILE_IN_FLIGHT) {
+        V v[LINE_TILE_IN_FLIGHT];
 #pragma unroll
-        for (int u = 0; u < LINES_IN_FLIGHT; ++u) {  // past the last line: read and write nothing
-            const index_t l = line + u * groups < lines ? line + u * groups : line;
-            const index_t src = narrow ? source_line<unsigned>((unsigned)l, meta, ndim)
-                                       : source_line<index_t>(l, meta, ndim);
-            from[u] = reinterpret_cast<const V*>(in + src * line_bytes);
-            to[u] = reinterpret_cast<V*>(out + l * line_bytes);
+        for (int u = 0; u < LINE_TILE_IN_FLIGHT; ++u) {
+            const int item = first + u * LINE_TILE_THREADS, line = item / pieces, p = item - line * pieces;
+            const int o = line % tile.x, i = line / tile.x;
+            if (item < items && o < outs && i < ins) v[u] = from[o * from_line + i * pieces + p];
         }
-        for (index_t p = lane; p < pieces; p += group) {
-            V v[LINES_IN_FLIGHT];
 #pragma unroll
-            for (int u = 0; u < LINES_IN_FLIGHT; ++u) v[u] = from[u][p];
-#pragma unroll
-            for (int u = 0; u < LINES_IN_FLIGHT; ++u) to[u][p] = v[u];
+        for (int u = 0; u < LINE_TILE_IN_FLIGHT; ++u) {
+            const int item = first + u * LINE_TILE_THREADS, line = item / pieces, p = item - line * pieces;
+            const int o = line % tile.x, i = line / tile.x;
+            if (item < items && o < outs && i < ins) to[i * to_line + o * pieces + p] = v[u];
         }
     }
 }
 
-// ---- The same permutations with lines too short or too odd for a group of lanes each: a thread per output piece of
-// V (the widest size that divides the line and both addresses), so no lane idles on a line's tail; each thread reads
-// its PIECES_IN_FLIGHT pieces before it writes any. The dimensions and strides go to shared memory once a block.
+// Lines that are not whole 16-byte pieces on both sides, or long enough to be runs of their own: a thread per output
+// piece of V (the widest size that divides the line and both addresses), so no lane idles on a line's tail; each
+// thread reads its PIECES_IN_FLIGHT pieces before it writes any. The dimensions and strides go to shared memory once a block.
 constexpr int PIECES_IN_FLIGHT = 4;
 constexpr int PIECES_THREADS = 256;
 constexpr int MAX_LINE_DIMS = 8;

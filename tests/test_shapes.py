@@ -112,6 +112,36 @@ def test_line_transposes_are_batches_of_2d_transposes_of_short_lines():
     assert tr.line_transposes((5, 7, 3), (0, 2, 1), 1) is None  # the last axis moves
 
 
+def test_line_tiles_hold_about_line_tile_bytes_and_span_the_right_axes():
+    """GPU-less: permute_line_tiles' tile is TS x TS lines (TS a power of two, at most LINE_TILE_BYTES of lines),
+    a short side giving the other its share; the plan's tiles span the output's and the input's fastest axes of
+    lines and its meta holds the others in output order."""
+    budget = lines_module.LINE_TILE_BYTES
+    assert lines_module.line_tile(64, 1000, 1000) == (16, 16)
+    assert lines_module.line_tile(256, 1000, 1000) == (8, 8)
+    assert lines_module.line_tile(16, 1000, 1000) == (32, 32)
+    assert lines_module.line_tile(256, 1000, 3) == (21, 3) and lines_module.line_tile(256, 2, 1000) == (2, 32)
+    assert lines_module.line_tile(8192, 1000, 1000) == (2, 2)
+    for line_bytes in (16, 48, 64, 96, 256, 512, 1024, 4096, 8192):
+        for lines_out, lines_in in ((1000, 1000), (3, 1000), (1000, 5), (2, 2), (40, 33)):
+            tile_out, tile_in = lines_module.line_tile(line_bytes, lines_out, lines_in)
+            assert 1 <= tile_out <= lines_out and 1 <= tile_in <= lines_in
+            assert tile_out * tile_in * line_bytes <= budget
+    # (B, R, C) lines to (B, C, R): tiles span R (the output's fastest) and C (the input's), B is the other axis
+    _, blocks, head, host, tail = lines_module._tiles_plan((6, 50, 70), (0, 2, 1), 256)
+    assert [int(x) for x in head] == [16, 50, 70, 70, 50, lines_module.pair(8, 8), lines_module.pair(9, 63), 6,
+                                      3500, 3500] and blocks == 6 * 63
+    assert list(host) == [0] and int(tail[0]) == 0
+    # (A, B, C) lines to (C, B, A): tiles span A and C, B is the other axis (input stride C, output stride A)
+    _, blocks, head, host, tail = lines_module._tiles_plan((5, 6, 7), (2, 1, 0), 64)
+    assert [int(x) for x in head[1:5]] == [5, 42, 7, 30] and [int(x) for x in head[7:]] == [6, 7, 5] and blocks == 6
+    # (A, B, C, D) to (D, B, A, C): tiles span C and D; A (innermost in the output) in the arguments, B in meta
+    _, blocks, head, host, tail = lines_module._tiles_plan((2, 3, 4, 5), (3, 1, 0, 2), 64)
+    assert [int(x) for x in head[1:5]] == [4, 5, 5, 24] and [int(x) for x in head[7:]] == [2, 60, 4]
+    assert list(host) == [3, 20, 8] and int(tail[0]) == 1 and blocks == 6
+    assert lines_module._tiles_plan((2**20, 2**13, 2**12), (0, 2, 1), 1024) is None  # a grid past 2^31 blocks
+
+
 def transposed_at_offset(shape, axes, dtype, offset: int):
     """cudakit.transpose of a random array `offset` elements into its buffer, into a poisoned output as far into
     its own: (a, out, CuPy's result)."""
@@ -132,7 +162,9 @@ AXES = [((2, 3, 4), None), ((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((5, 
         ((3, 5, 7, 160), (0, 2, 1, 3)), ((4, 6, 130), (1, 0, 2)), ((2, 3, 4, 5, 64), (3, 1, 0, 2, 4))]
 LINES = [((3, 5, 7, 160), (0, 2, 1, 3)), ((4, 6, 130), (1, 0, 2)), ((4, 6, 128), (1, 0, 2)),
          ((5, 2, 3, 4, 96), (2, 0, 3, 1, 4)), ((3, 4, 5, 3), (2, 1, 0, 3)), ((3, 4, 5, 9), (2, 1, 0, 3)),
-         ((3, 5, 7, 17), (2, 1, 0, 3))]
+         ((3, 5, 7, 17), (2, 1, 0, 3)), ((2, 300, 3, 64), (0, 2, 1, 3)), ((2, 3, 300, 64), (0, 2, 1, 3)),
+         ((3, 37, 45, 64), (0, 2, 1, 3)), ((3, 4, 2048), (1, 0, 2)), ((2, 3, 5, 7, 128), (3, 2, 0, 1, 4)),
+         ((4, 5, 6, 16), (2, 1, 0, 3)), ((2, 3, 4, 5, 32), (3, 1, 0, 2, 4))]
 # batches of 2-D transposes of short lines: partial tiles on both sides, 16 and 32 lines a tile side, lines of 1 to
 # 63 bytes, a matrix of one tile row or column
 LINE_TRANSPOSES = [((7, 5, 3), (1, 0, 2)), ((3, 37, 45, 9), (0, 2, 1, 3)), ((13, 4, 2), (1, 0, 2)),
@@ -145,9 +177,9 @@ LINE_TRANSPOSES = [((7, 5, 3), (1, 0, 2)), ((3, 37, 45, 9), (0, 2, 1, 3)), ((13,
 @pytest.mark.parametrize("shape,axes", LINES, ids=str)
 @pytest.mark.parametrize("offset", [0, 1, 3])
 def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes, offset, monkeypatch):
-    """The last axis stays: whole lines move, a group of lanes a line in 16-byte pieces where they fit the lines and
-    the alignment of input and output (offset by `offset` elements), a thread a piece elsewhere; equal to CuPy's
-    result either way."""
+    """The last axis stays: whole lines move, a block a tile of lines in 16-byte pieces where they fit the lines and
+    the alignment of input and output (offset by `offset` elements) and the lines are at most LINE_TILE_MAX_BYTES, a
+    thread a piece elsewhere; equal to CuPy's result either way."""
     taken, kernels = [], []
     monkeypatch.setattr(tr, "run_lines", lambda *args, run=tr.run_lines: taken.append(args[2][-1]) or run(*args))
     monkeypatch.setattr(lines_module, "_line_plans", {})  # the plan made afresh: its kernel is looked up by kernel()
@@ -157,11 +189,13 @@ def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes,
     assert same_bits(out, want)
     itemsize = np.dtype(dtype).itemsize
     line_bytes = shape[-1] * itemsize
-    lines = lines_module.moves_lines(itemsize, line_bytes, a.data.ptr, out.data.ptr)
+    tiles = lines_module.moves_tiles(line_bytes, a.data.ptr, out.data.ptr)
     assert taken == [shape[-1]]
-    assert lines == (itemsize < 8 and line_bytes % 16 == 0 and offset * itemsize % 16 == 0)
+    assert tiles == (line_bytes % 16 == 0 and offset * itemsize % 16 == 0
+                     and line_bytes <= lines_module.LINE_TILE_MAX_BYTES)
     piece = math.gcd(line_bytes, 16, a.data.ptr, out.data.ptr)
-    assert kernels == [tr.instantiation("permute_lines", tr.LINE_PIECE) if lines else tr.pieces_expression(piece, True)]
+    assert kernels == [tr.instantiation("permute_line_tiles", tr.LINE_PIECE) if tiles
+                       else tr.pieces_expression(piece, True)]
 
 
 @pytest.mark.gpu

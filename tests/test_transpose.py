@@ -206,16 +206,16 @@ def test_transpose_bad_inputs():
 def test_instantiation_groups_cover_every_kernel():
     """GPU-less: every __global__ template in transpose.cu is built, for every element size and both alignments."""
     kernels = set(re.findall(r"__global__ void(?: __launch_bounds__\(.*\))?\s+(\w+)\(", _compile.source("transpose")))
-    assert set(transpose_module.SEED_KERNELS) | {"transpose_vec16", "transpose_thin", "permute_lines",
+    assert set(transpose_module.SEED_KERNELS) | {"transpose_vec16", "transpose_thin", "permute_line_tiles",
                                                  "permute_pieces", "permute_tiles"} == kernels
     groups = transpose_module.instantiation_groups()
     assert len(groups) == len(transpose_module.ITEMSIZES)
     for itemsize, group in zip(transpose_module.ITEMSIZES, groups):
         assert len(set(group)) == len(group)
-        for name in kernels - {"permute_lines", "permute_pieces", "permute_tiles"}:  # per element size; the lines
+        for name in kernels - {"permute_line_tiles", "permute_pieces", "permute_tiles"}:  # per element size; the lines
             # kernels per piece size
             assert any(expr.startswith(f"{name}<{_compile.uint_ctype(itemsize)}") for expr in group), (name, itemsize)
-        assert _compile.instantiation("permute_lines", transpose_module.LINE_PIECE) in group
+        assert _compile.instantiation("permute_line_tiles", transpose_module.LINE_PIECE) in group
         for size in (1, 2, 4, 8, 16):  # every piece a line of this element size can take, both index widths
             for narrow in (True, False):
                 assert (transpose_module.pieces_expression(size, narrow) in group) == (size >= itemsize)

@@ -1,0 +1,153 @@
+"""Times ways to move whole lines (permutations that keep the last axis, as (B, R, C, L) -> (B, C, R, L), axes 0213)
+against cudakit.transpose and a device-to-device copy of the same bytes, in turn, in one process.
+
+    PYTHONPATH=. python3 tools/lines_probe.py [--rounds 5]
+
+Beside the library as it is: the library with other settings (SETTINGS), and for axes 0213 a stand-alone tile
+kernel (TS x TS lines a block, U 16-byte pieces loaded per thread before any store; session 46's first probe).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+
+import cupy
+import numpy as np
+
+import cudakit
+from cudakit.bench import timing
+
+LINES = importlib.import_module("cudakit._transpose_lines")
+
+SOURCE = r"""
+template <int TS, int U, bool ROWS_FIRST>
+__global__ void __launch_bounds__(256) lines_tiled(uint4* __restrict__ out, const uint4* __restrict__ in, int rows,
+                                                   int cols, int pieces, int tiles_r, int tiles_c) {
+    const int tiles = tiles_r * tiles_c;
+    const long long b = blockIdx.x / tiles;
+    const int t = (int)(blockIdx.x - b * tiles);
+    const int tr = ROWS_FIRST ? t % tiles_r : t / tiles_c, tc = ROWS_FIRST ? t / tiles_r : t % tiles_c;
+    const int i0 = tr * TS, j0 = tc * TS;
+    const long long mat = (long long)rows * cols * pieces;
+    const uint4* src = in + b * mat;
+    uint4* dst = out + b * mat;
+    const int total = TS * TS * pieces;
+    for (int base = threadIdx.x; base < total; base += 256 * U) {
+        uint4 v[U];
+        long long to[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int item = base + u * 256;
+            const int line = item / pieces, p = item - line * pieces;
+            const int i = i0 + line % TS, j = j0 + line / TS;
+            to[u] = -1;
+            if (item < total && i < rows && j < cols) {
+                v[u] = src[((long long)i * cols + j) * pieces + p];
+                to[u] = ((long long)j * rows + i) * pieces + p;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (to[u] >= 0) dst[to[u]] = v[u];
+    }
+}
+"""
+
+CANDIDATES = [(8, 4, False), (16, 4, False)]
+B0213 = (0, 2, 1, 3)
+SHAPES = [((32, 128, 128, 64), np.float32, B0213), ((32, 128, 128, 64), np.uint8, B0213),
+          ((32, 128, 128, 32), np.float32, B0213), ((8, 256, 256, 128), np.float32, B0213),
+          ((32, 128, 128, 64), np.float64, B0213), ((8, 256, 256, 128), np.float64, B0213),
+          ((16, 96, 200, 64), np.float32, B0213), ((64, 64, 64, 256), np.float32, B0213),
+          ((16, 32, 32, 64, 32), np.float32, (3, 1, 0, 2, 4)), ((4000, 3, 2048), np.float32, (1, 0, 2)),
+          ((8, 2048, 3, 64), np.uint8, B0213)]
+# the library's settings tried beside its own: LINE_TILE_BYTES, and the lines forced onto permute_pieces
+SETTINGS = {"16 KB tiles": {"LINE_TILE_BYTES": 16 << 10}, "64 KB tiles": {"LINE_TILE_BYTES": 64 << 10},
+            "pieces": {"moves_tiles": lambda *args: False}}
+
+
+def expression(ts, u, rows_first):
+    return f"lines_tiled<{ts}, {u}, {'true' if rows_first else 'false'}>"
+
+
+def filled(shape, dtype):
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    words = cupy.arange(-(-n // 4), dtype=cupy.uint32) * cupy.uint32(2654435761)
+    words ^= words >> 15
+    return words.view(cupy.uint8)[:n].view(dtype).reshape(shape)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    module = cupy.RawModule(code=SOURCE, options=("-std=c++17",),
+                            name_expressions=[expression(*c) for c in CANDIDATES])
+    for shape, dtype, axes in SHAPES:
+        probe_shape(module, shape, dtype, axes, args.rounds)
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+def with_settings(call, settings):
+    """call(k) run with the lines module's names set to `settings`, and launch plans of its own."""
+    settings = dict(settings, _line_plans={})
+
+    def run(k):
+        saved = {name: getattr(LINES, name) for name in settings}
+        try:
+            for name, value in settings.items():
+                setattr(LINES, name, value)
+            call(k)
+        finally:
+            for name, value in saved.items():
+                setattr(LINES, name, value)
+    return run
+
+
+def probe_shape(module, shape, dtype, axes, rounds):
+    budget = timing.Budget(row_s=0.3, min_runs=20, max_runs=200)
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    count = timing.sets_past_l2(2 * nbytes, cupy.cuda.runtime.getDevice())
+    out_shape = tuple(shape[a] for a in axes)
+    sets = [(filled(shape, dtype), cupy.empty(out_shape, dtype)) for _ in range(count)]
+    want = cupy.ascontiguousarray(sets[0][0].transpose(axes))
+    calls = {"memcpy": lambda k: sets[k % count][1].data.copy_from_device_async(sets[k % count][0].data, nbytes),
+             "cudakit": lambda k: cudakit.transpose(sets[k % count][0], axes, out=sets[k % count][1])}
+    for name, settings in SETTINGS.items():
+        calls[f"cudakit, {name}"] = with_settings(calls["cudakit"], settings)
+    tiled = axes == B0213 and shape[-1] * np.dtype(dtype).itemsize % 16 == 0
+    if tiled:
+        batch, rows, cols, line = shape
+        pieces = line * np.dtype(dtype).itemsize // 16
+    for c in (CANDIDATES if tiled else ()):
+        ts = c[0]
+        fn = module.get_function(expression(*c))
+        tiles_r, tiles_c = -(-rows // ts), -(-cols // ts)
+        grid = batch * tiles_r * tiles_c
+
+        def run(k, fn=fn, tiles_r=tiles_r, tiles_c=tiles_c, grid=grid):
+            a, out = sets[k % count]
+            fn((grid,), (256,), (out, a, np.int32(rows), np.int32(cols), np.int32(pieces), np.int32(tiles_r),
+                                 np.int32(tiles_c)))
+        calls[f"tiled TS={ts} U={c[1]}{' rows first' if c[2] else ''}"] = run
+    wrong = []
+    for name, call in calls.items():
+        if name == "memcpy":
+            continue
+        sets[0][1].fill(0x55 if dtype == np.uint8 else 7)
+        call(0)
+        bits = f"u{np.dtype(dtype).itemsize}"
+        if not cupy.array_equal(sets[0][1].view(bits), want.view(bits)):
+            wrong.append(name)
+    medians = timing.alternate(list(calls.values()), budget, rounds)
+    print(f"\n{np.dtype(dtype).name} {shape} axes {axes}, {nbytes / 1e6:.0f} MB, lines of "
+          f"{shape[-1] * np.dtype(dtype).itemsize} B")
+    copy = medians[0]
+    for name, m in zip(calls, medians):
+        ratios = sorted(c / x for c, x in zip(copy, m))
+        print(f"  {name:28s} {sorted(m)[len(m) // 2] * 1e6:8.1f} us (median of rounds)  x copy per round: median "
+              f"{ratios[len(m) // 2]:5.3f}, min {ratios[0]:5.3f}, max {ratios[-1]:5.3f}{'  WRONG' if name in wrong else ''}")
+
+
+if __name__ == "__main__":
+    main()
