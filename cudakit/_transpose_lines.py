@@ -41,19 +41,20 @@ def moves_tiles(line_bytes: int, src_ptr: int, out_ptr: int) -> bool:
 
 
 # permute_line_tiles' tile: TS x TS lines, TS the largest power of two up to LINE_TILE_MAX_SIDE whose tile holds at
-# most LINE_TILE_BYTES; a side of fewer lines than TS gives the other side its share. Longer lines than
-# LINE_TILE_MAX_BYTES are runs long enough on their own (permute_pieces).
-LINE_TILE_BYTES, LINE_TILE_MAX_SIDE, LINE_TILE_MAX_BYTES = 32 << 10, 32, 8 << 10
+# most LINE_TILE_BYTES; a side of fewer lines than TS gives the other side its share (the output's side stays a power
+# of two). Lines longer than LINE_TILE_MAX_BYTES are runs long enough on their own (permute_pieces).
+LINE_TILE_BYTES, LINE_TILE_MAX_SIDE, LINE_TILE_MAX_BYTES = 32 << 10, 32, 2 << 10
 LINES_THREADS = 256  # kernels/transpose.cu's LINE_TILE_THREADS and PIECES_THREADS
 
 
 def line_tile(line_bytes: int, lines_out: int, lines_in: int) -> tuple[int, int]:
-    """(lines along the output's fastest axis, lines along the input's) of permute_line_tiles' tile."""
+    """(lines along the output's fastest axis, a power of two; lines along the input's) of permute_line_tiles'
+    tile."""
     side = LINE_TILE_MAX_SIDE
     while side > 1 and side * side * line_bytes > LINE_TILE_BYTES:
         side //= 2
     tile_in = min(lines_in, side)
-    tile_out = min(lines_out, side * side // tile_in)
+    tile_out = min(1 << (lines_out - 1).bit_length(), 1 << (side * side // tile_in).bit_length() - 1)
     return tile_out, min(lines_in, side * side // tile_out)
 
 

@@ -114,18 +114,19 @@ def test_line_transposes_are_batches_of_2d_transposes_of_short_lines():
 
 def test_line_tiles_hold_about_line_tile_bytes_and_span_the_right_axes():
     """GPU-less: permute_line_tiles' tile is TS x TS lines (TS a power of two, at most LINE_TILE_BYTES of lines),
-    a short side giving the other its share; the plan's tiles span the output's and the input's fastest axes of
-    lines and its meta holds the others in output order."""
+    a short side giving the other its share, the output's side a power of two; the plan's tiles span the output's
+    and the input's fastest axes of lines, the innermost other axis goes in the arguments, the rest in meta."""
     budget = lines_module.LINE_TILE_BYTES
     assert lines_module.line_tile(64, 1000, 1000) == (16, 16)
     assert lines_module.line_tile(256, 1000, 1000) == (8, 8)
     assert lines_module.line_tile(16, 1000, 1000) == (32, 32)
-    assert lines_module.line_tile(256, 1000, 3) == (21, 3) and lines_module.line_tile(256, 2, 1000) == (2, 32)
-    assert lines_module.line_tile(8192, 1000, 1000) == (2, 2)
-    for line_bytes in (16, 48, 64, 96, 256, 512, 1024, 4096, 8192):
-        for lines_out, lines_in in ((1000, 1000), (3, 1000), (1000, 5), (2, 2), (40, 33)):
+    assert lines_module.line_tile(256, 1000, 3) == (16, 3) and lines_module.line_tile(256, 2, 1000) == (2, 32)
+    assert lines_module.line_tile(16, 3, 1000) == (4, 256) and lines_module.line_tile(16, 1000, 5) == (128, 5)
+    assert lines_module.line_tile(2048, 1000, 1000) == (4, 4)
+    for line_bytes in range(16, lines_module.LINE_TILE_MAX_BYTES + 1, 16):
+        for lines_out, lines_in in ((1000, 1000), (3, 1000), (1000, 5), (2, 2), (40, 33), (1, 7), (9, 1)):
             tile_out, tile_in = lines_module.line_tile(line_bytes, lines_out, lines_in)
-            assert 1 <= tile_out <= lines_out and 1 <= tile_in <= lines_in
+            assert tile_out & (tile_out - 1) == 0 and tile_out < 2 * lines_out and 1 <= tile_in <= lines_in
             assert tile_out * tile_in * line_bytes <= budget
     # (B, R, C) lines to (B, C, R): tiles span R (the output's fastest) and C (the input's), B is the other axis
     _, blocks, head, host, tail = lines_module._tiles_plan((6, 50, 70), (0, 2, 1), 256)
@@ -163,8 +164,9 @@ AXES = [((2, 3, 4), None), ((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((5, 
 LINES = [((3, 5, 7, 160), (0, 2, 1, 3)), ((4, 6, 130), (1, 0, 2)), ((4, 6, 128), (1, 0, 2)),
          ((5, 2, 3, 4, 96), (2, 0, 3, 1, 4)), ((3, 4, 5, 3), (2, 1, 0, 3)), ((3, 4, 5, 9), (2, 1, 0, 3)),
          ((3, 5, 7, 17), (2, 1, 0, 3)), ((2, 300, 3, 64), (0, 2, 1, 3)), ((2, 3, 300, 64), (0, 2, 1, 3)),
-         ((3, 37, 45, 64), (0, 2, 1, 3)), ((3, 4, 2048), (1, 0, 2)), ((2, 3, 5, 7, 128), (3, 2, 0, 1, 4)),
-         ((4, 5, 6, 16), (2, 1, 0, 3)), ((2, 3, 4, 5, 32), (3, 1, 0, 2, 4))]
+         ((3, 37, 45, 64), (0, 2, 1, 3)), ((3, 4, 512), (1, 0, 2)), ((3, 4, 2048), (1, 0, 2)),
+         ((2, 3, 5, 7, 128), (3, 2, 0, 1, 4)), ((4, 5, 6, 16), (2, 1, 0, 3)), ((2, 3, 4, 5, 32), (3, 1, 0, 2, 4)),
+         ((4, 5, 6, 12), (2, 1, 0, 3)), ((40, 3, 37, 20), (2, 1, 0, 3))]  # (3, 5, 6 and 10 pieces a line)
 # batches of 2-D transposes of short lines: partial tiles on both sides, 16 and 32 lines a tile side, lines of 1 to
 # 63 bytes, a matrix of one tile row or column
 LINE_TRANSPOSES = [((7, 5, 3), (1, 0, 2)), ((3, 37, 45, 9), (0, 2, 1, 3)), ((13, 4, 2), (1, 0, 2)),
