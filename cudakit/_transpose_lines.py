@@ -42,8 +42,9 @@ def moves_tiles(line_bytes: int, src_ptr: int, out_ptr: int) -> bool:
 
 # permute_line_tiles' tile: TS x TS lines, TS the largest power of two up to LINE_TILE_MAX_SIDE whose tile holds at
 # most LINE_TILE_BYTES; a side of fewer lines than TS gives the other side its share (the output's side stays a power
-# of two). Lines longer than LINE_TILE_MAX_BYTES are runs long enough on their own (permute_pieces).
-LINE_TILE_BYTES, LINE_TILE_MAX_SIDE, LINE_TILE_MAX_BYTES = 32 << 10, 32, 2 << 10
+# of two). Lines longer than LINE_TILE_MAX_BYTES are runs long enough on their own: permute_pieces, a thread a piece,
+# measured as fast or faster there (docs/NOTES.md, "transpose.py: tiles of lines").
+LINE_TILE_BYTES, LINE_TILE_MAX_SIDE, LINE_TILE_MAX_BYTES = 32 << 10, 32, 256
 LINES_THREADS = 256  # kernels/transpose.cu's LINE_TILE_THREADS and PIECES_THREADS
 
 

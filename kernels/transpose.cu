@@ -760,28 +760,20 @@ __global__ void __launch_bounds__(LINE_TILE_THREADS, LINE_TILE_MIN_BLOCKS) permu
     const V* from = in + (src + o0 * in_stride + i0) * pieces;
     V* to = out + (dst + i0 * out_stride + o0) * pieces;
     const index_t from_line = in_stride * pieces, to_line = out_stride * pieces;
-    // Item k of the tile is piece k % pieces of tile line k / pieces, at (line % tile.x, line / tile.x): tile.x is a
-    // power of two, and a thread's next item is LINE_TILE_THREADS on, stepped without a division.
-    const int shift = __ffs(tile.x) - 1, step_lines = LINE_TILE_THREADS / pieces;
-    const int step_pieces = LINE_TILE_THREADS - step_lines * pieces, items = tile.x * tile.y * pieces;
-    int line = threadIdx.x / pieces, p = threadIdx.x - line * pieces;
+    const int items = tile.x * tile.y * pieces;
     for (int first = threadIdx.x; first < items; first += LINE_TILE_THREADS * LINE_TILE_IN_FLIGHT) {
         V v[LINE_TILE_IN_FLIGHT];
-        const int line0 = line, p0 = p;
-#pragma unroll
-        for (int u = 0; u < LINE_TILE_IN_FLIGHT; ++u) {  // (a line past the tile has line >> shift >= tile.y >= ins)
-            const int o = line & (tile.x - 1), i = line >> shift;
-            if (o < outs && i < ins) v[u] = from[o * from_line + i * pieces + p];
-            line += step_lines, p += step_pieces;
-            if (p >= pieces) p -= pieces, ++line;
-        }
-        line = line0, p = p0;
 #pragma unroll
         for (int u = 0; u < LINE_TILE_IN_FLIGHT; ++u) {
-            const int o = line & (tile.x - 1), i = line >> shift;
-            if (o < outs && i < ins) to[i * to_line + o * pieces + p] = v[u];
-            line += step_lines, p += step_pieces;
-            if (p >= pieces) p -= pieces, ++line;
+            const int item = first + u * LINE_TILE_THREADS, line = item / pieces, p = item - line * pieces;
+            const int o = line % tile.x, i = line / tile.x;
+            if (item < items && o < outs && i < ins) v[u] = from[o * from_line + i * pieces + p];
+        }
+#pragma unroll
+        for (int u = 0; u < LINE_TILE_IN_FLIGHT; ++u) {
+            const int item = first + u * LINE_TILE_THREADS, line = item / pieces, p = item - line * pieces;
+            const int o = line % tile.x, i = line / tile.x;
+            if (item < items && o < outs && i < ins) to[i * to_line + o * pieces + p] = v[u];
         }
     }
 }
