@@ -780,7 +780,8 @@ __global__ void __launch_bounds__(LINE_TILE_THREADS, LINE_TILE_MIN_BLOCKS) permu
 
 // Lines that are not whole 16-byte pieces on both sides, or long enough to be runs of their own: a thread per output
 // piece of V (the widest size that divides the line and both addresses), so no lane idles on a line's tail; each
-// thread reads its PIECES_IN_FLIGHT pieces before it writes any. The dimensions and strides go to shared memory once a block.
+// thread reads its PIECES_IN_FLIGHT pieces before it writes any. The dimensions and strides go to shared memory once
+// a block.
 constexpr int PIECES_IN_FLIGHT = 4;
 constexpr int PIECES_THREADS = 256;
 constexpr int MAX_LINE_DIMS = 8;

@@ -3,8 +3,9 @@ against cudakit.transpose and a device-to-device copy of the same bytes, in turn
 
     PYTHONPATH=. python3 tools/lines_probe.py [--rounds 5]
 
-Beside the library as it is: the library with other settings (SETTINGS), and for axes 0213 a stand-alone tile
-kernel (TS x TS lines a block, U 16-byte pieces loaded per thread before any store; session 46's first probe).
+Beside the library as it is: the library with other settings (SETTINGS), and for axes 0213 two stand-alone tile
+kernels: lines_tiled (TS x TS lines a block, U 16-byte pieces loaded per thread before any store; session 46's first
+probe) and lines_grid3 (the library's body on a 3-D grid, no division before the first loads; not yet run).
 """
 from __future__ import annotations
 
@@ -51,7 +52,38 @@ __global__ void __launch_bounds__(256) lines_tiled(uint4* __restrict__ out, cons
             if (to[u] >= 0) dst[to[u]] = v[u];
     }
 }
+
+// The library's permute_line_tiles body on a 3-D grid: tiles along the input's axis in x, along the output's in y,
+// the batch in z, so that no division precedes a block's first loads (session 46's next step; not yet measured).
+__global__ void __launch_bounds__(256, 5) lines_grid3(uint4* __restrict__ out, const uint4* __restrict__ in,
+                                                      int pieces, long long lines_out, long long in_stride,
+                                                      long long lines_in, long long out_stride, int2 tile,
+                                                      long long batch_stride) {
+    const long long o0 = (long long)blockIdx.y * tile.x, i0 = (long long)blockIdx.x * tile.y;
+    const long long base = blockIdx.z * batch_stride;
+    const int outs = (int)min((long long)tile.x, lines_out - o0), ins = (int)min((long long)tile.y, lines_in - i0);
+    const uint4* from = in + (base + o0 * in_stride + i0) * pieces;
+    uint4* to = out + (base + i0 * out_stride + o0) * pieces;
+    const long long from_line = in_stride * pieces, to_line = out_stride * pieces;
+    const int items = tile.x * tile.y * pieces;
+    for (int first = threadIdx.x; first < items; first += 256 * 4) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int item = first + u * 256, line = item / pieces, p = item - line * pieces;
+            const int o = line % tile.x, i = line / tile.x;
+            if (item < items && o < outs && i < ins) v[u] = from[o * from_line + i * pieces + p];
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int item = first + u * 256, line = item / pieces, p = item - line * pieces;
+            const int o = line % tile.x, i = line / tile.x;
+            if (item < items && o < outs && i < ins) to[i * to_line + o * pieces + p] = v[u];
+        }
+    }
+}
 """
+GRID3_TILES = (None, (8, 8))  # lines_grid3's tiles: the library's (line_tile), then 8 x 8 lines
 
 CANDIDATES = [(8, 4, False), (16, 4, False)]
 B0213 = (0, 2, 1, 3)
@@ -82,7 +114,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     module = cupy.RawModule(code=SOURCE, options=("-std=c++17",),
-                            name_expressions=[expression(*c) for c in CANDIDATES])
+                            name_expressions=[expression(*c) for c in CANDIDATES] + ["lines_grid3"])
     for shape, dtype, axes in SHAPES:
         probe_shape(module, shape, dtype, axes, args.rounds)
         cupy.get_default_memory_pool().free_all_blocks()
@@ -130,6 +162,16 @@ def probe_shape(module, shape, dtype, axes, rounds):
             fn((grid,), (256,), (out, a, np.int32(rows), np.int32(cols), np.int32(pieces), np.int32(tiles_r),
                                  np.int32(tiles_c)))
         calls[f"tiled TS={ts} U={c[1]}{' rows first' if c[2] else ''}"] = run
+    for tile in (GRID3_TILES if tiled else ()):
+        tile_out, tile_in = tile or LINES.line_tile(pieces * 16, rows, cols)
+        fn = module.get_function("lines_grid3")
+        grid = (-(-cols // tile_in), -(-rows // tile_out), batch)
+
+        def run(k, fn=fn, grid=grid, tile_out=tile_out, tile_in=tile_in):
+            a, out = sets[k % count]
+            fn(grid, (256,), (out, a, np.int32(pieces), np.int64(rows), np.int64(cols), np.int64(cols),
+                              np.int64(rows), np.int64(LINES.pair(tile_out, tile_in)), np.int64(rows * cols)))
+        calls[f"grid3 {tile_out}x{tile_in}"] = run
     wrong = []
     for name, call in calls.items():
         if name == "memcpy":
@@ -145,8 +187,9 @@ def probe_shape(module, shape, dtype, axes, rounds):
     copy = medians[0]
     for name, m in zip(calls, medians):
         ratios = sorted(c / x for c, x in zip(copy, m))
+        flag = "  WRONG" if name in wrong else ""
         print(f"  {name:28s} {sorted(m)[len(m) // 2] * 1e6:8.1f} us (median of rounds)  x copy per round: median "
-              f"{ratios[len(m) // 2]:5.3f}, min {ratios[0]:5.3f}, max {ratios[-1]:5.3f}{'  WRONG' if name in wrong else ''}")
+              f"{ratios[len(m) // 2]:5.3f}, min {ratios[0]:5.3f}, max {ratios[-1]:5.3f}{flag}")
 
 
 if __name__ == "__main__":
