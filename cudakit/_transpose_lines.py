@@ -41,21 +41,21 @@ def moves_tiles(line_bytes: int, src_ptr: int, out_ptr: int) -> bool:
 
 
 # permute_line_tiles' tile: TS x TS lines, TS the largest power of two up to LINE_TILE_MAX_SIDE whose tile holds at
-# most LINE_TILE_BYTES; a side of fewer lines than TS gives the other side its share (the output's side stays a power
-# of two). Lines longer than LINE_TILE_MAX_BYTES are runs long enough on their own: permute_pieces, a thread a piece,
-# measured as fast or faster there (docs/NOTES.md, "transpose.py: tiles of lines").
+# most LINE_TILE_BYTES; a side of fewer lines than TS gives the other side its share. Lines longer than
+# LINE_TILE_MAX_BYTES are runs long enough on their own, and a tile of fewer pieces than a block has threads would
+# leave most of them idle: those take permute_pieces, a thread a piece, measured as fast or faster on such long lines
+# (docs/NOTES.md, "transpose.py: tiles of lines").
 LINE_TILE_BYTES, LINE_TILE_MAX_SIDE, LINE_TILE_MAX_BYTES = 32 << 10, 32, 256
 LINES_THREADS = 256  # kernels/transpose.cu's LINE_TILE_THREADS and PIECES_THREADS
 
 
 def line_tile(line_bytes: int, lines_out: int, lines_in: int) -> tuple[int, int]:
-    """(lines along the output's fastest axis, a power of two; lines along the input's) of permute_line_tiles'
-    tile."""
+    """(lines along the output's fastest axis, lines along the input's) of permute_line_tiles' tile."""
     side = LINE_TILE_MAX_SIDE
     while side > 1 and side * side * line_bytes > LINE_TILE_BYTES:
         side //= 2
     tile_in = min(lines_in, side)
-    tile_out = min(1 << (lines_out - 1).bit_length(), 1 << (side * side // tile_in).bit_length() - 1)
+    tile_out = min(lines_out, side * side // tile_in)
     return tile_out, min(lines_in, side * side // tile_out)
 
 
@@ -88,16 +88,21 @@ def _line_plan(shape: tuple, perm: tuple, itemsize: int, alignment: int, device_
 
 
 def _tiles_plan(lines_shape: tuple, lines_perm: tuple, line_bytes: int):
-    """permute_line_tiles' (expression, blocks, arguments before meta, meta, after), or None where its grid would
-    not fit. Of the axes other than the two the tiles span, the innermost goes in the arguments (most permutations
-    have one: the batch), the rest in meta, in output order."""
+    """permute_line_tiles' (expression, blocks, arguments before meta, meta, after), or None where its tile would
+    leave most of a block idle or its grid would not fit, and for axes that are not merged (transpose_plan merges
+    them: the output's fastest axis of lines is then never the input's). Of the other axes, the innermost goes in
+    the arguments (most permutations have one: the batch), the rest in meta, in output order."""
     ndim = len(lines_shape)
+    if ndim < 2 or lines_perm[-1] == ndim - 1:
+        return None
     in_strides = [math.prod(lines_shape[d + 1:]) for d in range(ndim)]
     out_shape = [lines_shape[p] for p in lines_perm]
     out_strides = [math.prod(out_shape[k + 1:]) for k in range(ndim)]
     fast_out, fast_in = lines_perm[-1], ndim - 1  # the input axes that are each side's fastest
     lines_out, lines_in = lines_shape[fast_out], lines_shape[fast_in]
     tile_out, tile_in = line_tile(line_bytes, lines_out, lines_in)
+    if tile_out * tile_in * line_bytes < LINES_THREADS * 16:
+        return None
     tiles_in = -(-lines_in // tile_in)
     tiles = -(-lines_out // tile_out) * tiles_in
     others = [k for k in range(ndim) if lines_perm[k] not in (fast_out, fast_in)]  # (output axes, in order)
@@ -106,8 +111,8 @@ def _tiles_plan(lines_shape: tuple, lines_perm: tuple, line_bytes: int):
         return None
     inner, rest = (others[-1:], others[:-1])
     inner_args = (out_shape[inner[0]], in_strides[lines_perm[inner[0]]], out_strides[inner[0]]) if inner else (1, 0, 0)
-    host = np.array([out_shape[k] for k in rest] + [in_strides[lines_perm[k]] for k in rest]
-                    + [out_strides[k] for k in rest] or [0], np.int64)
+    host = np.array(([out_shape[k] for k in rest] + [in_strides[lines_perm[k]] for k in rest]
+                     + [out_strides[k] for k in rest]) or [0], np.int64)
     head = (np.int32(line_bytes // 16), np.int64(lines_out), np.int64(in_strides[fast_out]), np.int64(lines_in),
             np.int64(out_strides[lines_perm.index(fast_in)]), pair(tile_out, tile_in), pair(tiles_in, tiles),
             np.uint32(inner_args[0]), np.int64(inner_args[1]), np.int64(inner_args[2]))

@@ -715,20 +715,7 @@ __global__ void __launch_bounds__(THIN_THREADS) transpose_thin(T* __restrict__ o
     }
 }
 
-// ---- Permutations that keep the last axis: whole lines move, each to its place in the output. A line's place is
-// found through the output's dimensions and the input's strides, both counted in lines (meta: the ndim dimensions,
-// then the ndim strides), in 32-bit arithmetic while the line count allows (64-bit division is many times slower).
-template <typename I>
-__device__ __forceinline__ index_t source_line(I line, const index_t* __restrict__ meta, int ndim) {
-    index_t src = 0;
-    for (int d = ndim - 1; d >= 0; --d) {
-        const I dim = (I)meta[d];
-        const I q = line / dim;
-        src += (index_t)(line - q * dim) * meta[ndim + d];
-        line = q;
-    }
-    return src;
-}
+// ---- Permutations that keep the last axis: whole lines move, each to its place in the output.
 
 // Lines of whole V-sized pieces on both sides: a block moves a tile of lines, tile.x consecutive lines of the output
 // (along its fastest axis of lines) by tile.y consecutive lines of the input (along the input's fastest), so both its
@@ -778,10 +765,24 @@ __global__ void __launch_bounds__(LINE_TILE_THREADS, LINE_TILE_MIN_BLOCKS) permu
     }
 }
 
-// Lines that are not whole 16-byte pieces on both sides, or long enough to be runs of their own: a thread per output
-// piece of V (the widest size that divides the line and both addresses), so no lane idles on a line's tail; each
-// thread reads its PIECES_IN_FLIGHT pieces before it writes any. The dimensions and strides go to shared memory once
-// a block.
+// The other lines (not whole 16-byte pieces on both sides, long enough to be runs of their own, or too few a tile to
+// keep a block busy; also tile grids past 2^31 blocks): a thread per output piece of V (the widest size that divides
+// the line and both addresses), so no lane idles on a line's tail; each thread reads its PIECES_IN_FLIGHT pieces
+// before it writes any. A line's place is found through the output's dimensions and the input's strides, both
+// counted in lines (meta: the ndim dimensions, then the ndim strides; in shared memory once a block), in 32-bit
+// arithmetic while the piece count allows (64-bit division is many times slower).
+template <typename I>
+__device__ __forceinline__ index_t source_line(I line, const index_t* __restrict__ meta, int ndim) {
+    index_t src = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+        const I dim = (I)meta[d];
+        const I q = line / dim;
+        src += (index_t)(line - q * dim) * meta[ndim + d];
+        line = q;
+    }
+    return src;
+}
+
 constexpr int PIECES_IN_FLIGHT = 4;
 constexpr int PIECES_THREADS = 256;
 constexpr int MAX_LINE_DIMS = 8;

@@ -114,33 +114,36 @@ def test_line_transposes_are_batches_of_2d_transposes_of_short_lines():
 
 def test_line_tiles_hold_about_line_tile_bytes_and_span_the_right_axes():
     """GPU-less: permute_line_tiles' tile is TS x TS lines (TS a power of two, at most LINE_TILE_BYTES of lines),
-    a short side giving the other its share, the output's side a power of two; the plan's tiles span the output's
-    and the input's fastest axes of lines, the innermost other axis goes in the arguments, the rest in meta."""
+    a short side giving the other its share; the plan's tiles span the output's and the input's fastest axes of
+    lines, the innermost other axis goes in the arguments, the rest in meta; a tile of fewer pieces than a block's
+    threads, axes that are not merged and grids past 2^31 blocks get no plan (permute_pieces takes them)."""
     budget = lines_module.LINE_TILE_BYTES
     assert lines_module.line_tile(64, 1000, 1000) == (16, 16)
     assert lines_module.line_tile(256, 1000, 1000) == (8, 8)
     assert lines_module.line_tile(16, 1000, 1000) == (32, 32)
-    assert lines_module.line_tile(256, 1000, 3) == (16, 3) and lines_module.line_tile(256, 2, 1000) == (2, 32)
-    assert lines_module.line_tile(16, 3, 1000) == (4, 256) and lines_module.line_tile(16, 1000, 5) == (128, 5)
-    assert lines_module.line_tile(2048, 1000, 1000) == (4, 4)
+    assert lines_module.line_tile(256, 1000, 3) == (21, 3) and lines_module.line_tile(256, 2, 1000) == (2, 32)
+    assert lines_module.line_tile(16, 3, 1000) == (3, 341) and lines_module.line_tile(16, 1000, 5) == (204, 5)
     for line_bytes in range(16, lines_module.LINE_TILE_MAX_BYTES + 1, 16):
         for lines_out, lines_in in ((1000, 1000), (3, 1000), (1000, 5), (2, 2), (40, 33), (1, 7), (9, 1)):
             tile_out, tile_in = lines_module.line_tile(line_bytes, lines_out, lines_in)
-            assert tile_out & (tile_out - 1) == 0 and tile_out < 2 * lines_out and 1 <= tile_in <= lines_in
+            assert 1 <= tile_out <= lines_out and 1 <= tile_in <= lines_in
             assert tile_out * tile_in * line_bytes <= budget
+    assert lines_module._tiles_plan((10**6, 3, 3), (0, 2, 1), 64) is None  # 36 pieces a tile: permute_pieces
+    assert lines_module._tiles_plan((3, 4, 5), (1, 0, 2), 32) is None  # not merged
+    assert lines_module._tiles_plan((6,), (0,), 32) is None
     # (B, R, C) lines to (B, C, R): tiles span R (the output's fastest) and C (the input's), B is the other axis
     _, blocks, head, host, tail = lines_module._tiles_plan((6, 50, 70), (0, 2, 1), 256)
     assert [int(x) for x in head] == [16, 50, 70, 70, 50, lines_module.pair(8, 8), lines_module.pair(9, 63), 6,
                                       3500, 3500] and blocks == 6 * 63
     assert list(host) == [0] and int(tail[0]) == 0
     # (A, B, C) lines to (C, B, A): tiles span A and C, B is the other axis (input stride C, output stride A)
-    _, blocks, head, host, tail = lines_module._tiles_plan((5, 6, 7), (2, 1, 0), 64)
+    _, blocks, head, host, tail = lines_module._tiles_plan((5, 6, 7), (2, 1, 0), 256)
     assert [int(x) for x in head[1:5]] == [5, 42, 7, 30] and [int(x) for x in head[7:]] == [6, 7, 5] and blocks == 6
     # (A, B, C, D) to (D, B, A, C): tiles span C and D; A (innermost in the output) in the arguments, B in meta
-    _, blocks, head, host, tail = lines_module._tiles_plan((2, 3, 4, 5), (3, 1, 0, 2), 64)
+    _, blocks, head, host, tail = lines_module._tiles_plan((2, 3, 4, 5), (3, 1, 0, 2), 256)
     assert [int(x) for x in head[1:5]] == [4, 5, 5, 24] and [int(x) for x in head[7:]] == [2, 60, 4]
     assert list(host) == [3, 20, 8] and int(tail[0]) == 1 and blocks == 6
-    assert lines_module._tiles_plan((2**20, 2**13, 2**12), (0, 2, 1), 1024) is None  # a grid past 2^31 blocks
+    assert lines_module._tiles_plan((2**20, 2**13, 2**12), (0, 2, 1), 256) is None  # a grid past 2^31 blocks
 
 
 def transposed_at_offset(shape, axes, dtype, offset: int):
@@ -180,10 +183,10 @@ LINE_TRANSPOSES = [((7, 5, 3), (1, 0, 2)), ((3, 37, 45, 9), (0, 2, 1, 3)), ((13,
 @pytest.mark.parametrize("offset", [0, 1, 3])
 def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes, offset, monkeypatch):
     """The last axis stays: whole lines move, a block a tile of lines in 16-byte pieces where they fit the lines and
-    the alignment of input and output (offset by `offset` elements) and the lines are at most LINE_TILE_MAX_BYTES, a
-    thread a piece elsewhere; equal to CuPy's result either way."""
+    the alignment of input and output (offset by `offset` elements), the lines are at most LINE_TILE_MAX_BYTES and a
+    tile fills a block (_tiles_plan), a thread a piece elsewhere; equal to CuPy's result either way."""
     taken, kernels = [], []
-    monkeypatch.setattr(tr, "run_lines", lambda *args, run=tr.run_lines: taken.append(args[2][-1]) or run(*args))
+    monkeypatch.setattr(tr, "run_lines", lambda *args, run=tr.run_lines: taken.append(args[2:]) or run(*args))
     monkeypatch.setattr(lines_module, "_line_plans", {})  # the plan made afresh: its kernel is looked up by kernel()
     monkeypatch.setattr(lines_module, "kernel", lambda *args, find=lines_module.kernel: kernels.append(args[1])
                         or find(*args))
@@ -191,10 +194,13 @@ def test_permutations_keeping_the_last_axis_move_whole_lines(dtype, shape, axes,
     assert same_bits(out, want)
     itemsize = np.dtype(dtype).itemsize
     line_bytes = shape[-1] * itemsize
-    tiles = lines_module.moves_tiles(line_bytes, a.data.ptr, out.data.ptr)
-    assert taken == [shape[-1]]
-    assert tiles == (line_bytes % 16 == 0 and offset * itemsize % 16 == 0
-                     and line_bytes <= lines_module.LINE_TILE_MAX_BYTES)
+    assert len(taken) == 1 and taken[0][0][-1] == shape[-1]
+    merged, perm = taken[0]
+    whole_pieces = line_bytes % 16 == 0 and offset * itemsize % 16 == 0
+    assert lines_module.moves_tiles(line_bytes, a.data.ptr, out.data.ptr) == (
+        whole_pieces and line_bytes <= lines_module.LINE_TILE_MAX_BYTES)
+    tiles = lines_module.moves_tiles(line_bytes, a.data.ptr, out.data.ptr) \
+        and lines_module._tiles_plan(merged[:-1], perm[:-1], line_bytes) is not None
     piece = math.gcd(line_bytes, 16, a.data.ptr, out.data.ptr)
     assert kernels == [tr.instantiation("permute_line_tiles", tr.LINE_PIECE) if tiles
                        else tr.pieces_expression(piece, True)]
