@@ -1,7 +1,7 @@
 """Permutations that keep the last axis, for cudakit.transpose: whole lines move (permute_line_tiles: a block a tile
 of lines in 16-byte pieces; permute_pieces: a thread a piece), and batches of 2-D transposes of short lines go through
 shared tiles (permute_tiles). A permutation that moves the last axis comes here as lines of one element. The kernels
-are kernels/transpose.cu's, in transpose.py's module of each element size.
+are kernels/transpose_lines.cuh's, in transpose.py's module of each element size.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def moves_tiles(line_bytes: int, src_ptr: int, out_ptr: int) -> bool:
 # leave most of them idle: those take permute_pieces, a thread a piece, measured as fast or faster on such long lines
 # (docs/NOTES.md, "transpose.py: tiles of lines").
 LINE_TILE_BYTES, LINE_TILE_MAX_SIDE, LINE_TILE_MAX_BYTES = 32 << 10, 32, 256
-LINES_THREADS = 256  # kernels/transpose.cu's LINE_TILE_THREADS and PIECES_THREADS
+LINES_THREADS = 256  # kernels/transpose_lines.cuh's LINE_TILE_THREADS and PIECES_THREADS
 
 
 def line_tile(line_bytes: int, lines_out: int, lines_in: int) -> tuple[int, int]:
@@ -134,7 +134,7 @@ def _pieces_plan(lines_shape: tuple, lines_perm: tuple, line_bytes: int, alignme
             (np.int32(len(lines_shape)),))
 
 
-PIECES_IN_FLIGHT = 4  # kernels/transpose.cu's: each thread of permute_pieces moves this many pieces
+PIECES_IN_FLIGHT = 4  # kernels/transpose_lines.cuh's: each thread of permute_pieces moves this many pieces
 # Permutations that move the last axis gather element by element (lines of one element) up to this size, where the
 # host time of CuPy's strided copy is most of the call's; past it, CuPy's copy (docs/NOTES.md, "transpose.py:
 # element lines").
@@ -143,7 +143,7 @@ ELEMENT_LINES_MAX_BYTES = 2 << 20
 
 TILE_LINES_MAX_BYTES = 64  # shorter lines of a batch of 2-D transposes go through permute_tiles' shared tiles
 TILE_SIDES = (16, 32)  # permute_tiles' T: 32 lines a side for lines up to 16 bytes, 16 for longer ones
-TILES_THREADS = 256  # kernels/transpose.cu's
+TILES_THREADS = 256  # kernels/transpose_lines.cuh's
 # Lines of 1, 2, 4 or 8 bytes move as elements of that size (the fast 2-D kernels) from this size on; smaller ones
 # take permute_tiles, whose launch costs less host time than the views the 2-D kernels take (docs/NOTES.md,
 # "transpose.py: batches of short lines").

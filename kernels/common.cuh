@@ -4,6 +4,15 @@
 // Element counts and offsets are 64-bit: a 46341 x 46341 matrix already has more than 2^31 elements.
 typedef long long index_t;
 
+// The most threads an SM holds: a cap on the blocks per SM a __launch_bounds__ may ask for (ptxas warns past it).
+#if __CUDA_ARCH__ == 750
+constexpr int SM_THREADS = 1024;
+#elif __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890
+constexpr int SM_THREADS = 1536;
+#else
+constexpr int SM_THREADS = 2048;
+#endif
+
 template <typename T> struct Vec16;  // the 16-byte vector holding 16 / sizeof(T) elements of T
 template <> struct Vec16<float> { typedef float4 type; static const int n = 4; };
 template <> struct Vec16<double> { typedef double2 type; static const int n = 2; };

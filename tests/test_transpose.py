@@ -204,8 +204,10 @@ def test_transpose_bad_inputs():
 
 
 def test_instantiation_groups_cover_every_kernel():
-    """GPU-less: every __global__ template in transpose.cu is built, for every element size and both alignments."""
-    kernels = set(re.findall(r"__global__ void(?: __launch_bounds__\(.*\))?\s+(\w+)\(", _compile.source("transpose")))
+    """GPU-less: every __global__ template in transpose.cu and its headers is built, for every element size and both
+    alignments."""
+    text = _compile.source("transpose") + "".join(p.read_text() for p in _compile.kernel_dir().glob("transpose_*.cuh"))
+    kernels = set(re.findall(r"__global__ void(?: __launch_bounds__\(.*\))?\s+(\w+)\(", text))
     assert set(transpose_module.SEED_KERNELS) | {"transpose_vec16", "transpose_thin", "permute_line_tiles",
                                                  "permute_pieces", "permute_tiles"} == kernels
     groups = transpose_module.instantiation_groups()
