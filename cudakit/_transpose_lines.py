@@ -68,12 +68,12 @@ def run_lines(src, out, shape: tuple, perm: tuple) -> None:
     key = (shape, perm, src.itemsize, alignment, src.data.device_id)
     plan = _line_plans.get(key)
     if plan is None:
-        plan = _line_plans[key] = _line_plan(*key)
+        plan = _line_plans[key] = _line_plan(*key[:4])  # (the key's device: the plan's meta lives there)
     fn, blocks, args = plan
     launch(fn, (blocks,), (LINES_THREADS,), (out.data.ptr, src.data.ptr) + args)
 
 
-def _line_plan(shape: tuple, perm: tuple, itemsize: int, alignment: int, device_id: int) -> tuple:
+def _line_plan(shape: tuple, perm: tuple, itemsize: int, alignment: int) -> tuple:
     """run_lines' kernel, grid and arguments after the two addresses (with the dimensions and strides on the device),
     for _line_plans."""
     if len(_line_plans) >= 4096:  # bounded: dropped once every queued launch that reads one is done

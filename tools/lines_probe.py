@@ -17,6 +17,7 @@ import numpy as np
 
 import cudakit
 from cudakit.bench import timing
+from cudakit.testing import poison, random_array
 
 LINES = importlib.import_module("cudakit._transpose_lines")
 
@@ -102,13 +103,6 @@ def expression(ts, u, rows_first):
     return f"lines_tiled<{ts}, {u}, {'true' if rows_first else 'false'}>"
 
 
-def filled(shape, dtype):
-    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    words = cupy.arange(-(-n // 4), dtype=cupy.uint32) * cupy.uint32(2654435761)
-    words ^= words >> 15
-    return words.view(cupy.uint8)[:n].view(dtype).reshape(shape)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
@@ -141,7 +135,7 @@ def probe_shape(module, shape, dtype, axes, rounds):
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
     count = timing.sets_past_l2(2 * nbytes, cupy.cuda.runtime.getDevice())
     out_shape = tuple(shape[a] for a in axes)
-    sets = [(filled(shape, dtype), cupy.empty(out_shape, dtype)) for _ in range(count)]
+    sets = [(random_array(shape, dtype), cupy.empty(out_shape, dtype)) for _ in range(count)]
     want = cupy.ascontiguousarray(sets[0][0].transpose(axes))
     calls = {"memcpy": lambda k: sets[k % count][1].data.copy_from_device_async(sets[k % count][0].data, nbytes),
              "cudakit": lambda k: cudakit.transpose(sets[k % count][0], axes, out=sets[k % count][1])}
@@ -176,7 +170,7 @@ def probe_shape(module, shape, dtype, axes, rounds):
     for name, call in calls.items():
         if name == "memcpy":
             continue
-        sets[0][1].fill(0x55 if dtype == np.uint8 else 7)
+        poison(sets[0][1])
         call(0)
         bits = f"u{np.dtype(dtype).itemsize}"
         if not cupy.array_equal(sets[0][1].view(bits), want.view(bits)):
