@@ -47,6 +47,10 @@ THIN_MAX_ROWS = {2: 40, 4: 56, 8: 40}
 THIN_MAX_VECTOR_ROWS = {2: 16, 4: 16, 8: 24}
 THIN_LARGE_ROWS, THIN_LARGE_BYTES = {2: 40, 4: 128, 8: 40}, 1 << 28
 THIN_MIN_VECTORS = 16  # 16-byte vectors each thread of matvec_thin_colmajor reads at least
+# Column-major A of at most FEW_COLUMNS[element size] element columns (not whole 16-byte vectors) takes
+# matvec_few_columns, FEW_ROWS rows a lane: matvec_colmajor's lane holds one row, so only its n element loads were in
+# flight (docs/NOTES.md, "matvec: few element columns"). The limits are the kernel's FEW.
+FEW_COLUMNS, FEW_ROWS = {2: 7, 4: 7, 8: 3}, 4
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 # ... with as few blocks as give the same rounds of tiles, so that every block strides over as many tiles and none
 # runs a last round alone; no shape measured slower (docs/NOTES.md, "matvec.py: balanced persistent grids").
@@ -131,8 +135,8 @@ def plan(A, x, *, split: bool = True, **tuning) -> Plan:
     """The fast variant's launch plan for A @ x (A C- or F-contiguous, x contiguous), cached per shape and layout.
 
     tuning (for tools/matvec_probe.py): row_unroll, row_group, block_rows, cached, col_unroll, col_lanes,
-    persistent, balanced, blocks_per_sm; staged=False (implied by row_group or row_unroll) keeps short element rows
-    off matvec_rows_staged.
+    persistent, balanced, blocks_per_sm; few_columns=False keeps few element columns on matvec_colmajor, few_rows their rows a lane;
+    staged=False (implied by row_group or row_unroll) keeps short element rows off matvec_rows_staged.
     """
     col_major = _col_major(A)
     aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)
@@ -178,6 +182,10 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         return _thin_plan(m, n, dtype, device_id)
     else:
         vector = aligned and m % width == 0
+        if not vector and n <= FEW_COLUMNS[dtype.itemsize] and knobs.get("few_columns", True):
+            rows = knobs.get("few_rows", FEW_ROWS)
+            tiles = -(-m // (FAST_THREADS * rows))
+            return Plan(instantiation("matvec_few_columns", dtype, rows), False, tiles, tiles, 1, n)
         mv = m // width if vector else m
         unroll = knobs.get("col_unroll", COL_UNROLL)
         lanes = min(256 if vector else ELEMENT_COL_LANES, _pow2_ceil(mv))

@@ -403,6 +403,42 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
     }
 }
 
+// Fast, column-major A of few element columns (n <= FEW_COLUMNS, not whole 16-byte vectors): a lane reads ROWS rows
+// FAST_THREADS apart, every column of each, before it adds any, where matvec_colmajor's lane holds one row and so
+// has only n element loads in flight. Unsplit; matvec_colmajor's arguments (chunk, dst and counters unused), so its
+// launchers, the batch on the grid's z included, serve both.
+template <typename T, int ROWS>
+__global__ void __launch_bounds__(FAST_THREADS) matvec_few_columns(const T* __restrict__ A, const T* __restrict__ x,
+                                                                   index_t m, index_t n, index_t,
+                                                                   typename Accum<T>::type*, T* out, unsigned int*,
+                                                                   index_t a_batch, index_t x_batch) {
+    typedef typename Accum<T>::type S;
+    constexpr int FEW = sizeof(T) == 8 ? 3 : 7;  // FEW_COLUMNS in _matvec_plan.py
+    A += blockIdx.z * a_batch;
+    x += blockIdx.z * x_batch;
+    out += blockIdx.z * m;
+    const index_t row0 = (index_t)blockIdx.x * (FAST_THREADS * ROWS) + threadIdx.x;
+    T a[ROWS][FEW];
+#pragma unroll
+    for (int j = 0; j < FEW; ++j)
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r)
+            if (j < n && row0 + r * FAST_THREADS < m) a[r][j] = __ldcs(A + j * m + row0 + r * FAST_THREADS);
+    S xs[FEW];
+#pragma unroll
+    for (int j = 0; j < FEW; ++j) xs[j] = j < n ? to_float(__ldg(x + j)) : S(0);
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const index_t row = row0 + r * FAST_THREADS;
+        if (row >= m) break;
+        S acc = to_float(a[r][0]) * xs[0];
+#pragma unroll
+        for (int j = 1; j < FEW; ++j)
+            if (j < n) acc += to_float(a[r][j]) * xs[j];
+        out[row] = from_float<T>(acc);
+    }
+}
+
 // ---- Column-major A with few rows (columns that are not whole 16-byte vectors, which the column-major kernel would
 // load an element per lane, and the shortest whole-vector columns): A is read as what it is in memory, one contiguous
 // run of m * n elements, in 16-byte vectors, UNROLL in flight per thread. Element f of the run is A[f % m][f / m].

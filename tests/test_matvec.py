@@ -84,6 +84,8 @@ def test_element_columns_take_their_unroll_and_lanes(dtype):
     # (the tall ones: row tiles enough that no narrower tiles are needed to fill the GPU)
     for m, n in [(100_003, 63), (100_003, 64), (4099, 3000), (18553, 2000), (2_000_003, 4), (2_000_003, 2),
                  (2_000_003, 9)]:
+        if n <= mvp.FEW_COLUMNS[itemsize]:  # (matvec_few_columns: the test below)
+            continue
         A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
         p = mvp.plan(A, x)
         _, vector, lanes, got = p.kernel[:-1].split(", ")[:4]
@@ -101,13 +103,54 @@ def test_element_columns_take_their_unroll_and_lanes(dtype):
         _check_result(A, x, "fast", f"{m}x{n} F")
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [np.float16])
+def test_few_element_columns_take_their_kernel(dtype):
+    """F-order A of at most FEW_COLUMNS element columns: matvec_few_columns, FEW_ROWS rows a lane, right on a partial
+    last block and a partial last lane's rows, and under other rows a lane; one more column, or whole 16-byte vector
+    columns, keep matvec_colmajor."""
+    itemsize = np.dtype(dtype).itemsize
+    few, width = mvp.FEW_COLUMNS[itemsize], 16 // itemsize
+    lane_rows = mvp.FAST_THREADS * mvp.FEW_ROWS
+    for m in (2, 7, mvp.FAST_THREADS + 1, lane_rows - 1, lane_rows + 3, 100_003):
+        for n in (2, few, few + 1):
+            A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
+            p = mvp.plan(A, x)
+            vector = m % width == 0
+            thin = p.kernel.startswith("matvec_thin_colmajor")  # (a few rows: the thin kernel first)
+            assert not thin or mvp.takes_thin(m, n, itemsize), (m, n, p)
+            assert thin or p.kernel.startswith("matvec_few_columns") == (n <= few and not vector), (m, n, p)
+            _check_result(A, x, "fast", f"{m}x{n} F")
+    A, x = random_array((100_003, few), dtype, "F"), random_array(few, dtype)
+    for rows in (1, 2, 8):
+        p = mvp.plan(A, x, few_rows=rows)
+        assert p.kernel == f"matvec_few_columns<{mv.ctype(A.dtype)}, {rows}>" and p.tiles == -(-100_003 // (256 * rows))
+        out = poisoned((A.shape[0],), A.dtype)
+        mv._run_plan(A, x, out, p)
+        assert_close(out, _reference(A, x), A.dtype, few, f"few_rows={rows}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_batch_of_one_row_products_on_few_columns(dtype):
+    """A batch of one-row products a_i (1 x k) @ B_i (k x n) with k few: B_i.T @ a_i on matvec_few_columns, the batch
+    on the grid's z (cudakit.matmul's route), against float64."""
+    import cupy
+
+    for k in (2, mvp.FEW_COLUMNS[np.dtype(dtype).itemsize]):
+        a, b = random_array((5, 1, k), dtype), random_array((5, k, 30_001), dtype)
+        out = poisoned((5, 1, 30_001), dtype)
+        res = cudakit.matmul(a, b, out=out)
+        assert res is out
+        assert_close(res, cupy.matmul(a.astype(np.float64), b.astype(np.float64)), dtype, k, f"5 x 1x{k}x30001")
+
+
 KNOBS = [{"persistent": False}, {"balanced": False}, {"block_rows": False}, {"row_unroll": 2},
          {"row_unroll": 8}, {"col_unroll": 2}, {"col_unroll": 4}, {"col_unroll": 8}, {"blocks_per_sm": 2},
          {"blocks_per_sm": 4}, {"blocks_per_sm": 8}, {"blocks_per_sm": 16}, {"row_unroll": 8, "blocks_per_sm": 8},
          {"row_unroll": 8, "blocks_per_sm": 16}, {"col_unroll": 2, "blocks_per_sm": 16},
          {"row_group": 4, "row_unroll": 2}, {"col_lanes": 128}, {"cached": True}, {"cached": False},
          {"cached": False, "persistent": False}, {"cached": True, "persistent": False},
-         {"cached": True, "block_rows": False}, {"block_rows": True}]  # tools/matvec_probe.py's
+         {"cached": True, "block_rows": False}, {"block_rows": True}, {"few_columns": False},
+         {"few_rows": 2}]  # tools/matvec_probe.py's
 
 
 @pytest.mark.parametrize("knobs", KNOBS, ids=[",".join(f"{k}={v}" for k, v in kn.items()) for kn in KNOBS])

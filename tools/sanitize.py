@@ -144,12 +144,16 @@ def drop_in_shapes(small: bool) -> int:
             # column-major element loads; the thin kernel's grid (on rows that are not whole vectors, and whole ones)
             cudakit.matvec(rand((m, n), dtype, "F"), rand(n, dtype), check=True)
             runs += 1
+        for m, n in ((20001, 3), (2049, 2), (2051, 7), (5, 3)):  # few element columns (float64: up to 3)
+            cudakit.matvec(rand((m, n), dtype, "F"), rand(n, dtype), check=True)
+            runs += 1
+        cudakit.matmul(rand((5, 1, 3), dtype), rand((5, 3, 30001), dtype), check=True)  # ... a batch on the grid's z
         cudakit.matvec(rand((3, 40, 33), dtype), rand((3, 33), dtype), check=True)
         cudakit.matvec(rand((3, 40, 33), dtype), rand(33, dtype), check=True)
         cudakit.matvec(rand((3, 40, 4096), dtype), rand((3, 4096), dtype)[:, ::-1], check=True)  # split, strided x
         cudakit.matmul(rand((7, 1, 33), dtype), rand((7, 33, 70), dtype), check=True)  # one-row products: columns
         cudakit.matmul(rand((1, 40), dtype), rand((5, 40, 32), dtype), check=True)  # (16-byte loads, a broadcast a)
-        runs += 5
+        runs += 6
         for tile in _matmul_batch.SMALL_TILES:  # every small-product tile, with partial tiles and a partial slice
             for oa, ob in (("C", "C"), ("F", "F")):
                 a = rand((3, tile[0] + 3, 21), dtype) if oa == "C" else rand((3, 21, tile[0] + 3), dtype).transpose(0, 2, 1)

@@ -36,7 +36,7 @@ SWEEP = {
 
 # Misaligned rows (--sweep --odd): larger tiles overlap less (one unit of rows per tile), up to 32 KB of shared memory.
 SWEEP_ODD = {  # the shape in use first; sessions 3 and 5 measured others (docs/NOTES.md)
-    1: [(8, 8, 512), (8, 8, 256), (8, 8, 128), (16, 8, 1024)],
+    1: [(8, 8, 512), (8, 16, 512), (8, 16, 1024), (16, 8, 512), (8, 8, 1024)],
     2: [(8, 16, 512), (8, 16, 256), (8, 8, 256), (8, 32, 512)],
     4: [(8, 32, 512), (8, 64, 512), (8, 64, 1024), (8, 32, 256)],
     8: [(16, 32, 512), (16, 64, 512), (16, 32, 256), (16, 64, 1024)],
@@ -45,7 +45,8 @@ SWEEP_ODD = {  # the shape in use first; sessions 3 and 5 measured others (docs/
 # --sweep --odd --seams: (tile shape, seam bytes, blocks per SM the registers must allow; None: the library's choice)
 # at 8191x8193. A wider seam costs SEAM / E overlapping rows per tile; more blocks per SM cost registers.
 SEAMS = {
-    1: [((8, 8, 512), 16, None), ((8, 8, 512), 16, 4), ((8, 8, 512), 16, 2), ((8, 8, 512), 32, None)],
+    1: [((8, 8, 512), 16, None), ((8, 8, 512), 16, 4), ((8, 16, 512), 16, 2), ((8, 16, 512), 16, 3),
+        ((8, 8, 256), 16, 8)],
     2: [((8, 16, 512), 32, None), ((8, 16, 512), 32, 4), ((8, 16, 512), 32, 2), ((8, 16, 512), 16, None)],
     4: [((8, 32, 512), 32, None), ((8, 32, 512), 32, 3), ((16, 32, 512), 32, 2), ((8, 64, 512), 32, 2)],
     8: [((16, 32, 512), 32, None), ((16, 32, 512), 32, 3), ((16, 64, 512), 32, 2), ((32, 32, 512), 32, 2)],
@@ -147,8 +148,10 @@ def smoke():
     print(f"smoke: {wrong} wrong results")
 
 
-def sweep(reps, odd: bool, seams: bool = False):
+def sweep(reps, odd: bool, seams: bool = False, itemsizes=DTYPES):
     for e, dtype in DTYPES.items():
+        if e not in itemsizes:
+            continue
         for shape in [GOAL_SHAPES[3]] if odd else [GOAL_SHAPES[0], GOAL_SHAPES[1], GOAL_SHAPES[3]]:
             fast = [v for v in cudakit.variants("transpose") if v.name in ("fast", "vec16_swizzled" if odd else "")]
             extra = [(f"fast {cfg}", dict(shape=cfg)) for cfg in (SWEEP_ODD if odd else SWEEP)[e]]
@@ -160,11 +163,12 @@ def sweep(reps, odd: bool, seams: bool = False):
             print(f"  (fast = {T.vec16_shape(e, shape[1] * e % 16 == 0 and shape[0] * e % 16 == 0)})")
 
 
-def sweep_groups(reps):
+def sweep_groups(reps, itemsizes=DTYPES):
     """Block orders: consecutive blocks go down 2^group_shift tile rows before moving a tile column right (fast: the
     library's choice, vec16_group_shift)."""
     fast = [v for v in cudakit.variants("transpose") if v.name == "fast"]
-    cases = [((8192, 8192), np.float32)] + [(shape, d) for shape in GOAL_SHAPES for d in DTYPES.values()]
+    cases = [((8192, 8192), np.float32)] + [(shape, d) for shape in GOAL_SHAPES for e, d in DTYPES.items()
+                                            if e in itemsizes]
     for shape, dtype in cases:
         extra = [(f"fast group_shift {g}", dict(group_shift=g)) for g in GROUP_SHIFTS]
         nbytes, copy_ms, rows = probe_case(shape, dtype, reps, fast, extra)
@@ -236,6 +240,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="small checked cases of every kernel, no timing")
     ap.add_argument("--seeds", action="store_true", help="also time the seed transposes on every goal shape")
     ap.add_argument("--lines", action="store_true", help="N-D permutations through the lines kernels instead")
+    ap.add_argument("--itemsizes", default="1,2,4,8", help="with --sweep or --groups: element sizes, comma-separated")
     args = ap.parse_args()
     if args.lines:
         return lines(args.reps)
@@ -244,10 +249,11 @@ def main():
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     print(f"device: {name}, {props['multiProcessorCount']} SMs, L2 {props['l2CacheSize'] >> 20} MB")
+    itemsizes = {int(e) for e in args.itemsizes.split(",")}
     if args.groups:
-        return sweep_groups(args.reps)
+        return sweep_groups(args.reps, itemsizes)
     if args.sweep:
-        return sweep(args.reps, args.odd, args.seams)
+        return sweep(args.reps, args.odd, args.seams, itemsizes)
     every = cudakit.variants("transpose", diagnostics=True)
     mine = [v for v in every if not v.seed]
     summary = []
