@@ -19,7 +19,8 @@ import numpy as np
 
 import cudakit
 from cudakit.bench import timing
-from cudakit.testing import poison, random_array
+from cudakit.testing import random_array
+from copy_rounds import check_and_time
 
 SOURCE = r"""
 typedef long long index_t;
@@ -150,23 +151,7 @@ def probe_shape(module, shape, rounds):
             a, out = sets[k % count]
             fn((grid,), (threads,), (out, a, np.int64(rows), np.int64(cols), np.uint32(tiles_r), np.uint32(tiles_c)))
         calls["gather TC=%d TR=%d T=%d CW=%d G=%d PAD=%d" % c] = run
-    wrong = []
-    for name, call in calls.items():
-        if name == "memcpy":
-            continue
-        poison(sets[0][1])
-        call(0)
-        if not cupy.array_equal(sets[0][1], want):
-            wrong.append(name)
-    medians = timing.alternate(list(calls.values()), budget, rounds)
-    print(f"\nint8 {shape}, {nbytes / 1e6:.0f} MB")
-    copy = medians[0]
-    for name, m in zip(calls, medians):
-        ratios = sorted(c / x for c, x in zip(copy, m))
-        flag = "  WRONG" if name in wrong else ""
-        print(f"  {name:42s} {sorted(m)[len(m) // 2] * 1e6:8.1f} us  x copy: median {ratios[len(m) // 2]:5.3f}, "
-              f"min {ratios[0]:5.3f}, max {ratios[-1]:5.3f}{flag}")
-
+    check_and_time(calls, sets[0][1], want, budget, rounds, f"int8 {shape}, {nbytes / 1e6:.0f} MB", 42)
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,8 @@ import numpy as np
 
 import cudakit
 from cudakit.bench import timing
-from cudakit.testing import poison, random_array
+from cudakit.testing import random_array
+from copy_rounds import check_and_time
 
 LINES = importlib.import_module("cudakit._transpose_lines")
 
@@ -166,25 +167,9 @@ def probe_shape(module, shape, dtype, axes, rounds):
             fn(grid, (256,), (out, a, np.int32(pieces), np.int64(rows), np.int64(cols), np.int64(cols),
                               np.int64(rows), np.int64(LINES.pair(tile_out, tile_in)), np.int64(rows * cols)))
         calls[f"grid3 {tile_out}x{tile_in}"] = run
-    wrong = []
-    for name, call in calls.items():
-        if name == "memcpy":
-            continue
-        poison(sets[0][1])
-        call(0)
-        bits = f"u{np.dtype(dtype).itemsize}"
-        if not cupy.array_equal(sets[0][1].view(bits), want.view(bits)):
-            wrong.append(name)
-    medians = timing.alternate(list(calls.values()), budget, rounds)
-    print(f"\n{np.dtype(dtype).name} {shape} axes {axes}, {nbytes / 1e6:.0f} MB, lines of "
-          f"{shape[-1] * np.dtype(dtype).itemsize} B")
-    copy = medians[0]
-    for name, m in zip(calls, medians):
-        ratios = sorted(c / x for c, x in zip(copy, m))
-        flag = "  WRONG" if name in wrong else ""
-        print(f"  {name:28s} {sorted(m)[len(m) // 2] * 1e6:8.1f} us (median of rounds)  x copy per round: median "
-              f"{ratios[len(m) // 2]:5.3f}, min {ratios[0]:5.3f}, max {ratios[-1]:5.3f}{flag}")
-
+    header = (f"{np.dtype(dtype).name} {shape} axes {axes}, {nbytes / 1e6:.0f} MB, lines of "
+              f"{shape[-1] * np.dtype(dtype).itemsize} B")
+    check_and_time(calls, sets[0][1], want, budget, rounds, header)
 
 if __name__ == "__main__":
     main()
