@@ -135,8 +135,9 @@ def plan(A, x, *, split: bool = True, **tuning) -> Plan:
     """The fast variant's launch plan for A @ x (A C- or F-contiguous, x contiguous), cached per shape and layout.
 
     tuning (for tools/matvec_probe.py): row_unroll, row_group, block_rows, cached, col_unroll, col_lanes,
-    persistent, balanced, blocks_per_sm; few_columns=False keeps few element columns on matvec_colmajor, few_rows their rows a lane;
-    staged=False (implied by row_group or row_unroll) keeps short element rows off matvec_rows_staged.
+    persistent, balanced, blocks_per_sm, few_rows (matvec_few_columns' rows a lane); few_columns=False keeps few
+    element columns on matvec_colmajor; staged=False (implied by row_group or row_unroll) keeps short element rows
+    off matvec_rows_staged.
     """
     col_major = _col_major(A)
     aligned = A.data.ptr % 16 == 0 and (col_major or x.data.ptr % 16 == 0)

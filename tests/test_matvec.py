@@ -123,7 +123,8 @@ def test_few_element_columns_take_their_kernel(dtype):
     A, x = random_array((100_003, few), dtype, "F"), random_array(few, dtype)
     for rows in (1, 2, 8):
         p = mvp.plan(A, x, few_rows=rows)
-        assert p.kernel == f"matvec_few_columns<{mv.ctype(A.dtype)}, {rows}>" and p.tiles == -(-100_003 // (256 * rows))
+        assert p.kernel == f"matvec_few_columns<{mv.ctype(A.dtype)}, {rows}>", p
+        assert p.tiles == p.grid == -(-100_003 // (mvp.FAST_THREADS * rows)) and p.chunks == 1, p
         out = poisoned((A.shape[0],), A.dtype)
         mv._run_plan(A, x, out, p)
         assert_close(out, _reference(A, x), A.dtype, few, f"few_rows={rows}")
@@ -136,6 +137,8 @@ def test_a_batch_of_one_row_products_on_few_columns(dtype):
     import cupy
 
     for k in (2, mvp.FEW_COLUMNS[np.dtype(dtype).itemsize]):
+        planned = mvp._plan((30_001, k), np.dtype(dtype), True, False, 0, False, (), 5)  # (column_batch_launcher's)
+        assert planned.kernel.startswith("matvec_few_columns"), planned
         a, b = random_array((5, 1, k), dtype), random_array((5, k, 30_001), dtype)
         out = poisoned((5, 1, 30_001), dtype)
         res = cudakit.matmul(a, b, out=out)

@@ -92,9 +92,9 @@ __global__ void __launch_bounds__(THREADS) bytes_gather(unsigned char* __restric
                 unsigned int b[16];
 #pragma unroll
                 for (int k = 0; k < 16; ++k) b[k] = sm[d[k] + 16 * US * n * RS];
-                *reinterpret_cast<uint4*>(dst) = make_uint4(pack4(b[0], b[1], b[2], b[3]), pack4(b[4], b[5], b[6], b[7]),
-                                                            pack4(b[8], b[9], b[10], b[11]),
-                                                            pack4(b[12], b[13], b[14], b[15]));
+                *reinterpret_cast<uint4*>(dst) =
+                    make_uint4(pack4(b[0], b[1], b[2], b[3]), pack4(b[4], b[5], b[6], b[7]),
+                               pack4(b[8], b[9], b[10], b[11]), pack4(b[12], b[13], b[14], b[15]));
             } else {
 #pragma unroll
                 for (int k = 0; k < 16; ++k)
