@@ -111,7 +111,7 @@ def test_few_element_columns_take_their_kernel(dtype):
     itemsize = np.dtype(dtype).itemsize
     few, width = mvp.FEW_COLUMNS[itemsize], 16 // itemsize
     lane_rows = mvp.FAST_THREADS * mvp.FEW_ROWS
-    for m in (2, 7, mvp.FAST_THREADS + 1, lane_rows - 1, lane_rows + 3, 100_003):
+    for m in (2, 7, mvp.FAST_THREADS + 1, lane_rows - 1, lane_rows + 3, 100_003, 4096):  # (4096: vector columns)
         for n in (2, few, few + 1):
             A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
             p = mvp.plan(A, x)
@@ -121,6 +121,11 @@ def test_few_element_columns_take_their_kernel(dtype):
             assert thin or p.kernel.startswith("matvec_few_columns") == (n <= few and not vector), (m, n, p)
             _check_result(A, x, "fast", f"{m}x{n} F")
     A, x = random_array((100_003, few), dtype, "F"), random_array(few, dtype)
+    p = mvp.plan(A, x, few_columns=False)  # the kernel they took before
+    assert p.kernel.startswith("matvec_colmajor"), p
+    out = poisoned((A.shape[0],), A.dtype)
+    mv._run_plan(A, x, out, p)
+    assert_close(out, _reference(A, x), A.dtype, few, "few_columns=False")
     for rows in (1, 2, 8):
         p = mvp.plan(A, x, few_rows=rows)
         assert p.kernel == f"matvec_few_columns<{mv.ctype(A.dtype)}, {rows}>", p
@@ -161,7 +166,7 @@ KNOBS = [{"persistent": False}, {"balanced": False}, {"block_rows": False}, {"ro
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_fast_plans_under_other_tuning(knobs, dtype, order):
     """Every tuning the probe times computes the same function (so a default can move to any of them)."""
-    for shape in FAST_PATH_SHAPES + [(97, 1013), (3, 4096), (4096, 3)]:
+    for shape in FAST_PATH_SHAPES + [(97, 1013), (3, 4096), (4096, 3), (100_003, 3)]:  # (the last: few columns, F)
         A, x = random_array(shape, dtype, order), random_array(shape[1], dtype)
         p = mvp.plan(A, x, **knobs)
         out = poisoned((shape[0],), dtype)

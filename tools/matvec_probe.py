@@ -289,7 +289,7 @@ def pipelining(shapes, log) -> None:
 
 # --element-columns: F-order A whose columns are not whole 16-byte vectors (element loads), under other tunings
 ELEMENT_SHAPES = [(np.float32, m, n) for m, n in ((113575, 2502), (1471, 42197), (65535, 4096), (16383, 16383),
-                                                   (29822763, 4), (255, 200003))]
+                                                   (255, 200003))]  # ((29822763, 4): matvec_few_columns', below)
 ELEMENT_SHAPES += [(np.float64, m, n) for m, n in ((72073, 2131), (19333, 13697))]
 ELEMENT_KNOBS = [{"col_unroll": 8}, {"col_lanes": 256}, {"col_lanes": 256, "col_unroll": 8}, {"col_lanes": 64},
                  {"blocks_per_sm": 16}, {"col_unroll": 8, "blocks_per_sm": 16}]
