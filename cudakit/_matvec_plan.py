@@ -1,5 +1,5 @@
-"""The fast matvec variant's planner: which kernel of kernels/matvec.cu, and its tiles, blocks and chunks, for an
-m x n product of a given dtype, layout and alignment (matvec.py launches the plan)."""
+"""The fast matvec variant's planner: which kernel of kernels/matvec.cu (and its matvec_columns.cuh), and its tiles,
+blocks and chunks, for an m x n product of a given dtype, layout and alignment (matvec.py launches the plan)."""
 from __future__ import annotations
 
 import functools
