@@ -90,7 +90,7 @@ def _row_products_launcher(a, b, batch: tuple):
 
 SMALL_TILES = ((8, 128), (16, 64), (32, 32), (64, 16), (128, 8), (32, 64), (64, 32))
 SMALL_BK = 16  # as instantiated
-SMALL_THREADS = 256  # as in matmul.cu
+SMALL_THREADS = 256  # as in kernels/matmul_small.cuh
 # Batches of products at most SMALL_MAX_K deep, with at most SMALL_MAX_C elements of C and SMALL_MAX_MACS
 # multiply-adds, take the small-product kernel. Its blocks step through k one slice at a time: a longer k or a larger
 # product ran faster on the tiles (docs/NOTES.md, "matmul: the small-product kernel").
@@ -207,7 +207,7 @@ def small_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps:
 
 
 def small_lda(bm: int, itemsize: int) -> int:
-    """The pitch of the small-product kernel's k-major rows of A, as matmul.cu sets it."""
+    """The pitch of the small-product kernel's k-major rows of A, as kernels/matmul_small.cuh sets it."""
     per_vector = 16 // itemsize
     return bm + per_vector if bm % per_vector == 0 else bm
 
@@ -221,14 +221,15 @@ def small_lda(bm: int, itemsize: int) -> int:
 # a deeper k ran faster on the dots kernel, whose blocks split k; a shallower one slower: docs/NOTES.md, session 40),
 # and where it reads A's and B's rows in place.
 # With fewer than TINY_SPLIT_BELOW products an SM and a k past TINY_GROUPS[-1] split chunks, each product's k is cut
-# among TINY_GROUPS[-1] groups of a block's threads, each staging its own TINY_SPLIT_CHUNK of k (kernels/matmul.cu):
-# the block keeps that many chunks in flight, and a product's rounds each take groups x TINY_SPLIT_CHUNK of k.
+# among TINY_GROUPS[-1] groups of a block's threads, each staging its own TINY_SPLIT_CHUNK of k
+# (kernels/matmul_small.cuh): the block keeps that many chunks in flight, and a product's rounds each take
+# groups x TINY_SPLIT_CHUNK of k.
 TINY_TILES = ((16, 16), (32, 16), (16, 32), (32, 32))
 TINY_MAX_SIDE = 32
 TINY_MAX_K = 64
 TINY_LONG_K_PER_SM, TINY_LONG_K_CHUNKS = 2, {4: 4, 8: 8}
-TINY_COLS = 4  # as in matmul.cu
-TINY_CHUNK, TINY_SPLIT_CHUNK = 64, 32  # as in matmul.cu
+TINY_COLS = 4  # as in kernels/matmul_small.cuh
+TINY_CHUNK, TINY_SPLIT_CHUNK = 64, 32  # as in kernels/matmul_small.cuh
 TINY_GROUPS = (1, 4)  # as instantiated
 TINY_SPLIT_BELOW = 16
 TINY_ONE_PART_MAX_K = 640
@@ -297,7 +298,7 @@ def tiny_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: 
     kw = -(-min(k, TINY_CHUNK if groups == 1 else TINY_SPLIT_CHUNK) // per_vector) * per_vector
     pitch = kw + per_vector if kw % (2 * per_vector) == 0 else kw
     staging = tile[0] * pitch + kw * tile[1]
-    region = staging if groups == 1 else max(staging, tile[0] * tile[1])  # (a group's sums, as matmul.cu lays them)
+    region = staging if groups == 1 else max(staging, tile[0] * tile[1])  # (a group's sums, as the kernel lays them)
     threads = groups * 8 * tile[1] // TINY_COLS
     return [(fn, (count,), (threads,), (a0.data.ptr, b0.data.ptr, c_ptr, m, n, k, lda, ldb, *steps, int(vec_c)),
              groups * region * item)]

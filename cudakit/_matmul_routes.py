@@ -33,7 +33,7 @@ def skinny_expression(dtype, width: int, rows: bool) -> str:
 
 
 SKINNY_WIDTHS = (8, 16, 32)  # the short sides of C the skinny kernel is built for (each a multiple of 16 bytes)
-SKINNY_THREADS = 128  # as in matmul.cu
+SKINNY_THREADS = 128  # as in kernels/matmul_small.cuh
 SKINNY_MIN_LINES = 4096  # C's long side: below this the tiles serve
 SKINNY_MAX_K = 16  # deeper products ran faster on the narrow tiles (docs/NOTES.md, "matmul: narrow tiles")
 SKINNY_MAX_SHARED = 48 * 1024
@@ -90,7 +90,7 @@ DOTS_MAX_SIDE = 64  # C at most this on both sides ...
 DOTS_MAX_READS = 2  # ... whose parts read A and B at most this many times over in all: beyond, the tiles re-read less
 DOTS_MIN_DEPTH = 4096  # k from which the dots kernel serves
 DOTS_MIN_RUN = 2048  # the least k one block sums
-DOTS_THREADS = 256  # as in matmul.cu
+DOTS_THREADS = 256  # as in kernels/matmul_small.cuh
 
 
 def dots_reads(m: int, n: int) -> float:
