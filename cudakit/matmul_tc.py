@@ -42,7 +42,7 @@ class TcTile:
     wn: int
     stages: int
     weight: float = 1.0
-    x3: bool = False  # float32 as three TF32 products, summed a slice at a time (X3 in matmul_tc.cu)
+    x3: bool = False  # float32 as three TF32 products, summed a slice at a time (X3 in matmul_tc_mma.cuh)
 
     @property
     def threads(self) -> int:
@@ -54,7 +54,7 @@ class TcTile:
 
     def shared_bytes(self, itemsize: int) -> int:
         """The ring of slices, or C's tile staged on its way out (rows padded by 8 elements) where that is larger:
-        TcShared in matmul_tc.cu."""
+        TcShared in matmul_tc_mma.cuh."""
         return max(self.stages * (self.bm + self.bn) * self.bk, self.bm * (self.bn + 8)) * itemsize
 
     def expression(self, ctype: str, a_kc: bool, b_kc: bool, aligned: bool = True) -> str:
