@@ -56,6 +56,13 @@ def poisoned(shape, dtype):
     return draw(shape, dtype)
 
 
+def matmul_ref64(A, B):
+    """cupy.matmul of A and B in float64: the reference products are checked against."""
+    import cupy
+
+    return cupy.matmul(A.astype(cupy.float64), B.astype(cupy.float64))
+
+
 def assert_close(out, ref64, dtype, k, what=""):
     """||out - ref|| / ||ref|| within cudakit's tolerance for k-term sums in dtype (NaN fails)."""
     from cudakit import _check

@@ -8,7 +8,7 @@ import pytest
 import cudakit
 from cudakit import _check, _tune
 from cudakit.bench import timing
-from conftest import assert_close, on_a_side_stream, poisoned, random_array
+from conftest import assert_close, matmul_ref64 as ref64, on_a_side_stream, poisoned, random_array
 
 mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
 
@@ -18,12 +18,6 @@ DTYPES = [np.float32, np.float64]
 SHAPES = [(1, 1, 1), (1, 4097, 1), (7, 13, 5), (31, 33, 35), (64, 64, 64), (97, 101, 103), (128, 1, 128),
           (1, 128, 128), (4097, 3, 5), (3, 5, 4097), (257, 4097, 129)]
 ORDERS = [("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")]
-
-
-def ref64(A, B):
-    import cupy
-
-    return A.astype(cupy.float64) @ B.astype(cupy.float64)
 
 
 def operand(shape, dtype, layout):
