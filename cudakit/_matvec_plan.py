@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from . import _args
-from ._compile import instantiation, resident_blocks
+from ._compile import ctype, instantiation, resident_blocks
 from ._device import shared_per_block, sm_count
 
 FAST_THREADS = 256  # FAST_THREADS in kernels/matvec.cu
@@ -49,7 +49,7 @@ THIN_LARGE_ROWS, THIN_LARGE_BYTES = {2: 40, 4: 128, 8: 40}, 1 << 28
 THIN_MIN_VECTORS = 16  # 16-byte vectors each thread of matvec_thin_colmajor reads at least
 # Column-major A of at most FEW_COLUMNS[element size] element columns (not whole 16-byte vectors) takes
 # matvec_few_columns, FEW_ROWS rows a lane: matvec_colmajor's lane holds one row, so only its n element loads were in
-# flight (docs/NOTES.md, "matvec: few element columns"). The limits are the kernel's FEW.
+# flight (docs/NOTES.md, "matvec: few element columns"). The kernel is built for each element size's limit (its FEW).
 FEW_COLUMNS, FEW_ROWS = {2: 7, 4: 7, 8: 3}, 4
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 # ... with as few blocks as give the same rounds of tiles, so that every block strides over as many tiles and none
@@ -76,6 +76,13 @@ STAGED_ROW_BYTES, STAGED_HALF_ROW_BYTES = 256, 384
 PIPELINED_ROW_LOADS = 16
 PIPELINED_GROUPS = (32, FAST_THREADS)
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
+
+
+def few_columns_expression(dtype, rows: int = FEW_ROWS) -> str:
+    """matvec_few_columns for `dtype` (a NumPy dtype or its name), `rows` a lane, built for FEW_COLUMNS of its size."""
+    name = _args.dtype_name(dtype)
+    itemsize = 8 if name == "float64" else 4 if name == "float32" else 2
+    return instantiation("matvec_few_columns", ctype(name), rows, FEW_COLUMNS[itemsize])
 
 
 def _col_major(A) -> bool:
@@ -186,7 +193,7 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         if not vector and n <= FEW_COLUMNS[dtype.itemsize] and knobs.get("few_columns", True):
             rows = knobs.get("few_rows", FEW_ROWS)
             tiles = -(-m // (FAST_THREADS * rows))
-            return Plan(instantiation("matvec_few_columns", dtype, rows), False, tiles, tiles, 1, n)
+            return Plan(few_columns_expression(dtype, rows), False, tiles, tiles, 1, n)
         mv = m // width if vector else m
         unroll = knobs.get("col_unroll", COL_UNROLL)
         lanes = min(256 if vector else ELEMENT_COL_LANES, _pow2_ceil(mv))

@@ -111,17 +111,16 @@ __global__ void __launch_bounds__(FAST_THREADS) matvec_colmajor(const T* __restr
     }
 }
 
-// Fast, column-major A of few element columns (n <= FEW_COLUMNS, not whole 16-byte vectors): a lane reads ROWS rows
-// FAST_THREADS apart, every column of each, before it adds any, where matvec_colmajor's lane holds one row and so
-// has only n element loads in flight. Unsplit; matvec_colmajor's arguments (chunk, dst and counters unused), so its
-// launchers, the batch on the grid's z included, serve both.
-template <typename T, int ROWS>
+// Fast, column-major A of at most FEW element columns (the planner's FEW_COLUMNS; not whole 16-byte vectors): a lane
+// reads ROWS rows FAST_THREADS apart, every column of each, before it adds any, where matvec_colmajor's lane holds one
+// row and so has only n element loads in flight. Unsplit; matvec_colmajor's arguments (chunk, dst and counters
+// unused), so its launchers, the batch on the grid's z included, serve both.
+template <typename T, int ROWS, int FEW>
 __global__ void __launch_bounds__(FAST_THREADS) matvec_few_columns(const T* __restrict__ A, const T* __restrict__ x,
                                                                    index_t m, index_t n, index_t,
                                                                    typename Accum<T>::type*, T* out, unsigned int*,
                                                                    index_t a_batch, index_t x_batch) {
     typedef typename Accum<T>::type S;
-    constexpr int FEW = sizeof(T) == 8 ? 3 : 7;  // FEW_COLUMNS in _matvec_plan.py
     A += blockIdx.z * a_batch;
     x += blockIdx.z * x_batch;
     out += blockIdx.z * m;

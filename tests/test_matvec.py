@@ -128,7 +128,7 @@ def test_few_element_columns_take_their_kernel(dtype):
     assert_close(out, _reference(A, x), A.dtype, few, "few_columns=False")
     for rows in (1, 2, 8):
         p = mvp.plan(A, x, few_rows=rows)
-        assert p.kernel == f"matvec_few_columns<{mv.ctype(A.dtype)}, {rows}>", p
+        assert p.kernel == f"matvec_few_columns<{mv.ctype(A.dtype)}, {rows}, {few}>", p
         assert p.tiles == p.grid == -(-100_003 // (mvp.FAST_THREADS * rows)) and p.chunks == 1, p
         out = poisoned((A.shape[0],), A.dtype)
         mv._run_plan(A, x, out, p)
