@@ -193,9 +193,10 @@ def launches(A, B, out, tile: DmmaTile | None = None, batch=(1, 0, 0), c_ptr: in
 
 
 def oriented(tile: DmmaTile, swap: bool) -> DmmaTile:
-    """The tile to launch where the kernel runs C^T = B^T @ A^T (swap) on a split product planned with `tile` over C:
-    its sides (and its warps') exchanged, so that the grid pads C^T as the plan padded C. A square tile, or one whose
-    exchange TILES lacks, stays. (The whole-k launches keep the planned tile: exchanged, they ran no faster.)"""
+    """The tile to launch where the kernel runs C^T = B^T @ A^T (swap) on a split product or a batch planned with
+    `tile` over C: its sides (and its warps') exchanged, so that the grid pads C^T as the plan padded C. A square tile,
+    or one whose exchange TILES lacks, stays. (One product's whole-k launches keep the planned tile: exchanged, they
+    ran no faster.)"""
     if not swap or tile.bm == tile.bn:
         return tile
     flipped = DmmaTile(tile.bn, tile.bm, tile.bk, tile.wn, tile.wm, tile.stages)

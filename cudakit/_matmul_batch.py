@@ -102,9 +102,10 @@ SMALL_MAX_MACS = 2**17
 SMALL_WORK_WEIGHT = 1.15
 SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers in FP64: FP32 only
 # Products at most _shortk.MAX_K deep take the short-k writer first (_shortk.takes). Past it, FP64 products at most
-# SHORT_K_F64 deep (batches: SHORT_K_F64_BATCH) are bound by writing C: the small-product kernel's 32 x 64 tile, whose
-# warps store whole rows of C, writes it faster than the tensor-core tiles' fragments do, whatever C's size (a 2-D C
-# at most 32 wide: the small tile padding it least, short_k_tile).
+# SHORT_K_F64 deep (batches: SHORT_K_F64_BATCH, or SHORT_K_F64 where n is odd) are bound by writing C: the
+# small-product kernel's 32 x 64 tile, whose warps store whole rows of C, writes it faster than the tensor-core tiles'
+# fragments do, whatever C's size (a 2-D C at most 32 wide: the small tile padding it least, short_k_tile). A batch
+# of even n past SHORT_K_F64_BATCH stored C faster on the tiles, whose rows of C are then whole 16-byte pairs.
 SHORT_K_F64 = 32
 SHORT_K_F64_BATCH = 16
 # FP32 products (2-D, both sides of C past _tune.NARROW_SIDE) at most SHORT_K_F32 deep likewise: the wide short-k
@@ -169,11 +170,11 @@ def small_tile(m: int, n: int, k: int, itemsize: int = 4) -> tuple[int, int] | N
     serve. The tile of the least cost wins, then the larger tile: the elements each product's tiles move (A once per
     column of tiles, B once per row of them, and C), plus SMALL_WORK_WEIGHT times its padded C, each output weighed by
     its thread's shared-memory reads per multiply-add (a read of B for its OUT outputs besides theirs of A:
-    1 + 1 / OUT). Past its limits, a short k still takes it, on the short-k tiles (SHORT_K_F64_BATCH,
+    1 + 1 / OUT). Past its limits, a short k still takes it, on the short-k tiles (SHORT_K_F64_BATCH and SHORT_K_F64,
     SHORT_K_F32_BATCH; _batched_launches gives FP32's to X3 where x3_short_k_takes)."""
     if past_small_limits(m, n, k):
         if itemsize == 8:
-            return SHORT_K_TILE if k <= SHORT_K_F64_BATCH else None
+            return SHORT_K_TILE if k <= SHORT_K_F64_BATCH or (k <= SHORT_K_F64 and n % 2) else None
         return short_k_tile(4, m, n) if k <= SHORT_K_F32_BATCH and min(m, n) > mm._tune.NARROW_SIDE else None
 
     def cost(tile):
@@ -297,8 +298,8 @@ def tiny_launches(tile: tuple[int, int], a0, b0, c_ptr: int, count: int, steps: 
     fn = kernel(mm.FAMILY, tiny_expression(a0.dtype, tile, vec, groups), mm.seed_instantiations(a0.dtype))
     kw = -(-min(k, TINY_CHUNK if groups == 1 else TINY_SPLIT_CHUNK) // per_vector) * per_vector
     pitch = kw + per_vector if kw % (2 * per_vector) == 0 else kw
-    staging = tile[0] * pitch + kw * tile[1]
-    region = staging if groups == 1 else max(staging, tile[0] * tile[1])  # (a group's sums, as the kernel lays them)
+    staging = m * pitch + kw * tile[1]  # (only A's m rows are staged)
+    region = staging if groups == 1 else max(staging, m * tile[1])  # (a group's sums, as the kernel lays them)
     threads = groups * 8 * tile[1] // TINY_COLS
     return [(fn, (count,), (threads,), (a0.data.ptr, b0.data.ptr, c_ptr, m, n, k, lda, ldb, *steps, int(vec_c)),
              groups * region * item)]
@@ -350,8 +351,10 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
             launches += small_launches(small, a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
         elif dots:
             launches += mm._matmul_routes.dots_launches(a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
-        elif pipelined:  # FP64 on the pipelined tensor-core kernel, in the orientation it picks for the layouts
-            launches += _dmma.launches(a_i, b_i, c0, tile, batch=(count, step_a, step_b), c_ptr=c_ptr)
+        elif pipelined:  # FP64 on the pipelined tensor-core kernel, in the orientation it picks for the layouts, the
+            # tile turned with it: on C^T it pads as the plan padded C
+            launches += _dmma.launches(a_i, b_i, c0, _dmma.oriented(tile, _dmma.reads_b_first(a0, b0)),
+                                       batch=(count, step_a, step_b), c_ptr=c_ptr)
         elif isinstance(tile, mm.matmul_tc.TcTile):  # float32 as three TF32 products
             launches += mm.matmul_tc.x3_batch_launches(tile, a_i, b_i, c_ptr, count, (step_a, step_b))
         else:

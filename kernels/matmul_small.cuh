@@ -302,11 +302,11 @@ __global__ void __launch_bounds__(GROUPS * TINY_ROW_THREADS * BN / TINY_COLS) ma
     const int chunk = k < CHUNK ? k : CHUNK;  // the depth a group stages at once
     const int chunk_w = (chunk + W - 1) / W * W;
     const int pitch = chunk_w % (2 * W) == 0 ? chunk_w + W : chunk_w;  // W (mod 2 W) elements: 4 (mod 8) words
-    const int staging = BM * pitch + chunk_w * BN;  // BM rows of `pitch`, then chunk_w rows of BN
-    const int region = GROUPS == 1 || staging >= BM * BN ? staging : BM * BN;  // a group's: its staging, its sums
+    const int staging = m * pitch + chunk_w * BN;  // m rows of `pitch`, then chunk_w rows of BN
+    const int region = GROUPS == 1 || staging >= m * BN ? staging : m * BN;  // a group's: its staging, its sums
     const int group = GROUPS == 1 ? 0 : (int)threadIdx.x / THREADS;
     T* const As = tile_shared<T>(GROUPS * region) + group * region;
-    T* const Bs = As + BM * pitch;
+    T* const Bs = As + m * pitch;
 
     const index_t z = blockIdx.x;
     A += z * batch_a;
@@ -351,8 +351,10 @@ __global__ void __launch_bounds__(GROUPS * TINY_ROW_THREADS * BN / TINY_COLS) ma
         for (int kk = 0; kk < kw; kk += W) {
             Lanes av[TM], bv[W][TINY_COLS / W];
 #pragma unroll
-            for (int r = 0; r < TM; ++r)
-                av[r].vector = *reinterpret_cast<const V*>(As + (ty + r * TINY_ROW_THREADS) * pitch + kk);
+            for (int r = 0; r < TM; ++r) {  // a row past m reads row m - 1 (only m rows are staged), never stored
+                const int i = ty + r * TINY_ROW_THREADS < m ? ty + r * TINY_ROW_THREADS : m - 1;
+                av[r].vector = *reinterpret_cast<const V*>(As + i * pitch + kk);
+            }
 #pragma unroll
             for (int w = 0; w < W; ++w)
 #pragma unroll
@@ -371,17 +373,19 @@ __global__ void __launch_bounds__(GROUPS * TINY_ROW_THREADS * BN / TINY_COLS) ma
         if (group) {
 #pragma unroll
             for (int r = 0; r < TM; ++r)
+                if (ty + r * TINY_ROW_THREADS < m)
 #pragma unroll
-                for (int c = 0; c < TINY_COLS; ++c) As[(ty + r * TINY_ROW_THREADS) * BN + tx * TINY_COLS + c] = acc[r][c];
+                    for (int c = 0; c < TINY_COLS; ++c) As[(ty + r * TINY_ROW_THREADS) * BN + tx * TINY_COLS + c] = acc[r][c];
         }
         __syncthreads();
         if (group) return;
         for (int g = 1; g < GROUPS; ++g)
 #pragma unroll
             for (int r = 0; r < TM; ++r)
+                if (ty + r * TINY_ROW_THREADS < m)
 #pragma unroll
-                for (int c = 0; c < TINY_COLS; ++c)
-                    acc[r][c] += As[g * region + (ty + r * TINY_ROW_THREADS) * BN + tx * TINY_COLS + c];
+                    for (int c = 0; c < TINY_COLS; ++c)
+                        acc[r][c] += As[g * region + (ty + r * TINY_ROW_THREADS) * BN + tx * TINY_COLS + c];
     }
     const int j = tx * TINY_COLS;
     if (j >= n) return;

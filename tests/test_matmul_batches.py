@@ -316,6 +316,35 @@ def test_the_pipelined_kernel_reads_b_first_for_two_c_order_operands():
     assert first == {("C", "C"): True, ("C", "F"): False, ("F", "C"): False, ("F", "F"): False}
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("orders", ["CC", "FC"])
+def test_a_batch_on_the_pipelined_kernel_turns_its_tile_with_the_launch(orders, monkeypatch):
+    """A batch read B first (two C-order operands: C^T = B^T @ A^T) launches the planned tile with its sides exchanged
+    (_dmma.oriented), so that the grid pads C^T as the plan padded C; a batch read A first keeps the planned tile.
+    The products are right either way, the output poisoned first."""
+    import cupy
+
+    from cudakit import _dmma
+
+    wide = _dmma.DmmaTile(64, 128, 16, 32, 64, 3)
+    assert wide in _dmma.TILES and _dmma.oriented(wide, True) != wide
+    monkeypatch.setattr(mm, "plan", lambda device_id, dtype, m, n, k, count=1, **kw: (wide, 1, k))
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
+    launched = []
+    original = _dmma.launches
+    monkeypatch.setattr(_dmma, "launches", lambda a, b, out, tile, **kw: launched.append(tile) or
+                        original(a, b, out, tile, **kw))
+    count, m, k, n = 5, 309, 202, 324
+    a = random_array((count, m, k), np.float64)
+    if orders[0] == "F":
+        a = cupy.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)
+    b = random_array((count, k, n), np.float64)
+    out = poisoned((count, m, n), np.float64)
+    cudakit.matmul(a, b, out=out)
+    assert_close(out, ref64(a, b), np.float64, k, f"{orders} {count} x {m}x{k}x{n}")
+    assert launched == [_dmma.oriented(wide, True) if orders == "CC" else wide], launched
+
+
 def _double_operand(rows, cols, ld, order, offset):
     """A float64 operand described by shape, strides and address: rows x cols, lines ld doubles apart, `offset`
     doubles past 4096."""

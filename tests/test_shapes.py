@@ -209,7 +209,8 @@ SHORT_K_F32 = [(658, 17, 8192), (1500, 47, 1501), (3001, 31, 2999)]
 def test_a_short_k_takes_the_small_product_kernel(dtype_mkn, monkeypatch):
     """Products no deeper than SHORT_K_F64 (FP64) or SHORT_K_F32 (FP32; SHORT_K_F32_MID for a mid-size C), beside
     the skinny and dots ones: the small-product kernel, on every layout and on views with negative and non-unit
-    strides, its output poisoned first; batches of them too (FP64: the small kernel up to SHORT_K_F64_BATCH)."""
+    strides, its output poisoned first; batches of them too (FP64: the small kernel up to SHORT_K_F64_BATCH, for an
+    odd n up to SHORT_K_F64)."""
     import cupy
 
     dtype, (m, k, n) = dtype_mkn
@@ -223,7 +224,8 @@ def test_a_short_k_takes_the_small_product_kernel(dtype_mkn, monkeypatch):
     cudakit.matmul(a, b, out=out)
     assert_close(out, cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), dtype, k, f"{m}x{k}x{n} batch")
     if dtype == np.float64:
-        assert (_matmul_batch.small_tile(m, n, k, 8) is not None) == (k <= _matmul_batch.SHORT_K_F64_BATCH)
+        odd_n_depth = _matmul_batch.SHORT_K_F64 if n % 2 else _matmul_batch.SHORT_K_F64_BATCH
+        assert (_matmul_batch.small_tile(m, n, k, 8) is not None) == (k <= odd_n_depth)
     elif (m, k, n) == SHORT_K_F32[-1]:  # one deeper, or a narrow C: the tiles
         deeper = (m, _matmul_batch.SHORT_K_F32_MID + 1, n)
         views = random_array((m, 2 * deeper[1]), dtype)[::-1, ::2], random_array((deeper[1], n), dtype)

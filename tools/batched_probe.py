@@ -4,6 +4,8 @@
     PYTHONPATH=. python3 tools/batched_probe.py --shapes float64:456:25:450:15,float32:8951:17:29:107
 
 --shapes times only the batches named (dtype:batch:m:k:n), each with the route its launches took.
+--set "module.NAME=EXPR" (repeatable, e.g. _matmul_batch.SHORT_K_F64_BATCH=32 or "_dmma.oriented=lambda t, s: t")
+times each shape again under each setting alone (the planner's caches cleared), then the library once more.
 
 The goal shapes of issue 17 (64 x 512^3, 10^4 x 32^3), batched matrix-vector products, then N batched shapes drawn
 as the bench's sweep draws them (C order, batch counts 1 to 10^4). Every result is checked against float64 first;
@@ -20,7 +22,7 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _check, _dmma, _matmul_batch, _matmul_routes, matmul_tc
+from cudakit import _check, _dmma, _matmul_batch, _matmul_plan, _matmul_routes, matmul_tc
 from cudakit.bench import timing
 
 BUDGET = timing.Budget(row_s=0.05, min_runs=5, max_runs=200)
@@ -80,28 +82,71 @@ def time_shape(dtype, b, m, k, n):
             "cupy_us": ref * 1e6, "ratio": ref / mine, "route": "+".join(dict.fromkeys(taken)) or "kept"}
 
 
+def bm_staged(tiny_launches):
+    """tiny_launches giving each block the shared memory of BM rows of A (as before session 48), not m."""
+    def launches(tile, a0, b0, c_ptr, count, steps, groups=1):
+        made = tiny_launches(tile, a0, b0, c_ptr, count, steps, groups)
+        if made is None:
+            return None
+        m, k = a0.shape
+        per_vector = 16 // a0.itemsize
+        kw = -(-min(k, _matmul_batch.TINY_CHUNK if groups == 1 else _matmul_batch.TINY_SPLIT_CHUNK) // per_vector)
+        kw *= per_vector
+        pitch = kw + per_vector if kw % (2 * per_vector) == 0 else kw
+        staging = tile[0] * pitch + kw * tile[1]
+        region = staging if groups == 1 else max(staging, tile[0] * tile[1])
+        return [(*made[0][:-1], groups * region * a0.itemsize)]
+    return launches
+
+
+def setting(text: str):
+    """(module, name, value) of a --set "module.NAME=EXPR" (EXPR may name bm_staged)."""
+    target, expr = text.split("=", 1)
+    module, name = target.rsplit(".", 1)
+    module = importlib.import_module(f"cudakit.{module}")
+    return module, name, eval(expr, {**vars(module), "bm_staged": bm_staged})
+
+
+def applied(changes) -> list:
+    """Set each (module, name, value), forget the planned routes and launches; the previous values."""
+    before = [(module, name, getattr(module, name)) for module, name, _ in changes]
+    for module, name, value in changes:
+        setattr(module, name, value)
+    _matmul_batch._BATCH_LAUNCHES.clear()
+    _matmul_routes._routes.clear()
+    _matmul_plan._plan.cache_clear()
+    return before
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--count", type=int, default=60)
     p.add_argument("--json")
     p.add_argument("--shapes", help="dtype:batch:m:k:n,... (only these)")
+    p.add_argument("--set", action="append", default=[], help="module.NAME=EXPR: also time under this setting")
     args = p.parse_args()
     record_routes()
     rows = []
     shapes = FIXED + draw(random.Random(args.seed), args.count)
     if args.shapes:
         shapes = [(d, *map(int, rest)) for d, *rest in (s.split(":") for s in args.shapes.split(","))]
+    settings = [[setting(text)] for text in args.set]
     for shape in shapes:
-        row = time_shape(*shape)
-        rows.append(row)
         dtype, b, m, k, n = shape
-        flag = "" if row["ok"] else f"  WRONG (error {row['err']:.1e})"
-        print(f"{dtype} {b} x {m}x{k}x{n}: fast {row['fast_us']:9.1f} us  cupy {row['cupy_us']:9.1f} us  "
-              f"x{row['ratio']:.2f}  {row['route']}{flag}", flush=True)
-    ratios = [r["ratio"] for r in rows]
-    print(f"geomean x{np.exp(np.mean(np.log(ratios))):.3f}  median x{np.median(ratios):.3f}  min x{min(ratios):.2f}  "
-          f"under 0.9: {sum(r < 0.9 for r in ratios)} of {len(ratios)}")
+        for label, changes in [("library", [])] + list(zip(args.set, settings)) + [("library", [])] * bool(settings):
+            before = applied(changes)
+            row = time_shape(*shape)
+            applied(before)
+            row["setting"] = label
+            rows.append(row)
+            flag = "" if row["ok"] else f"  WRONG (error {row['err']:.1e})"
+            print(f"{dtype} {b} x {m}x{k}x{n}: fast {row['fast_us']:9.1f} us  cupy {row['cupy_us']:9.1f} us  "
+                  f"x{row['ratio']:.2f}  {row['route']}{flag}" + (f"  [{label}]" if settings else ""), flush=True)
+    for label in dict.fromkeys(r["setting"] for r in rows):
+        ratios = [r["ratio"] for r in rows if r["setting"] == label]
+        print(f"{label}: geomean x{np.exp(np.mean(np.log(ratios))):.3f}  median x{np.median(ratios):.3f}  "
+              f"min x{min(ratios):.2f}  under 0.9: {sum(r < 0.9 for r in ratios)} of {len(ratios)}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f)

@@ -6,7 +6,8 @@ cudaProfilerStart/Stop (`ncu --profile-from-start off` profiles those alone).
     PYTHONPATH=. python3 tools/profile_one.py dot float32 268435456
     PYTHONPATH=. python3 tools/profile_one.py matmul float16 8192 8192 8192 [--variant mma_sync] [--reference]
 
-matmul's dims are m k n; --reference runs cupy.matmul (cuBLAS) on the same operands instead of cudakit.
+matmul's dims are m k n, or batch m k n (C-order batches); --reference runs cupy.matmul (cuBLAS) on the same operands
+instead of cudakit.
 """
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def main():
         call = lambda: cudakit.matvec(A, x, variant=args.variant)
         ref = lambda out: float(cupy.linalg.norm(out - A.astype(np.float64) @ x) / cupy.linalg.norm(out)) < 1e-4
     elif args.op == "matmul":
-        m, k, n = args.dims
-        A, B = random_array((m, k), dtype), random_array((k, n), dtype)
+        *batch, m, k, n = args.dims
+        A, B = random_array((*batch, m, k), dtype), random_array((*batch, k, n), dtype)
         call = (lambda: cupy.matmul(A, B)) if args.reference else lambda: cudakit.matmul(A, B, variant=args.variant)
         ref = lambda out: _check.product_error(out, A, B) < 1e-2
     else:
