@@ -47,10 +47,11 @@ THIN_MAX_ROWS = {2: 40, 4: 56, 8: 40}
 THIN_MAX_VECTOR_ROWS = {2: 16, 4: 16, 8: 24}
 THIN_LARGE_ROWS, THIN_LARGE_BYTES = {2: 40, 4: 128, 8: 40}, 1 << 28
 THIN_MIN_VECTORS = 16  # 16-byte vectors each thread of matvec_thin_colmajor reads at least
-# Column-major A of at most FEW_COLUMNS[element size] element columns (not whole 16-byte vectors) takes
-# matvec_few_columns, FEW_ROWS rows a lane: matvec_colmajor's lane holds one row, so only its n element loads were in
-# flight (docs/NOTES.md, "matvec: few element columns"). The kernel is built for each element size's limit (its FEW).
-FEW_COLUMNS, FEW_ROWS = {2: 7, 4: 7, 8: 3}, 4
+# Column-major A of few element columns (not whole 16-byte vectors) takes matvec_few_columns: matvec_colmajor's lane
+# holds one row, so only its n element loads were in flight (docs/NOTES.md, "matvec: few element columns").
+# FEW_COLUMNS[element size]: (column limit, rows a lane) steps, a kernel built for each limit (its FEW); the first step
+# whose limit holds n serves. A lane holds rows x FEW elements in registers: the wider step takes fewer rows a lane.
+FEW_COLUMNS = {2: ((7, 4), (16, 2)), 4: ((7, 4), (16, 2)), 8: ((3, 4), (12, 2))}
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 # ... with as few blocks as give the same rounds of tiles, so that every block strides over as many tiles and none
 # runs a last round alone; no shape measured slower (docs/NOTES.md, "matvec.py: balanced persistent grids").
@@ -78,11 +79,14 @@ PIPELINED_GROUPS = (32, FAST_THREADS)
 ROW_LANES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # lanes down the column, column-major kernel
 
 
-def few_columns_expression(dtype, rows: int = FEW_ROWS) -> str:
-    """matvec_few_columns for `dtype` (a NumPy dtype or its name), `rows` a lane, built for FEW_COLUMNS of its size."""
-    name = _args.dtype_name(dtype)
-    itemsize = 8 if name == "float64" else 4 if name == "float32" else 2
-    return instantiation("matvec_few_columns", ctype(name), rows, FEW_COLUMNS[itemsize])
+def few_columns_step(itemsize: int, n: int) -> tuple[int, int] | None:
+    """(column limit, rows a lane) of the FEW_COLUMNS step that takes n element columns, or None past the last."""
+    return next((step for step in FEW_COLUMNS[itemsize] if n <= step[0]), None)
+
+
+def few_columns_expression(dtype, few: int, rows: int) -> str:
+    """matvec_few_columns for `dtype` (a NumPy dtype or its name), `rows` a lane, built for `few` columns at most."""
+    return instantiation("matvec_few_columns", ctype(_args.dtype_name(dtype)), rows, few)
 
 
 def _col_major(A) -> bool:
@@ -190,10 +194,11 @@ def _plan(shape, dtype, col_major: bool, aligned: bool, device_id: int, split: b
         return _thin_plan(m, n, dtype, device_id)
     else:
         vector = aligned and m % width == 0
-        if not vector and n <= FEW_COLUMNS[dtype.itemsize] and knobs.get("few_columns", True):
-            rows = knobs.get("few_rows", FEW_ROWS)
+        step = few_columns_step(dtype.itemsize, n)
+        if not vector and step and knobs.get("few_columns", True):
+            few, rows = step[0], knobs.get("few_rows", step[1])
             tiles = -(-m // (FAST_THREADS * rows))
-            return Plan(few_columns_expression(dtype, rows), False, tiles, tiles, 1, n)
+            return Plan(few_columns_expression(dtype, few, rows), False, tiles, tiles, 1, n)
         mv = m // width if vector else m
         unroll = knobs.get("col_unroll", COL_UNROLL)
         lanes = min(256 if vector else ELEMENT_COL_LANES, _pow2_ceil(mv))

@@ -11,9 +11,9 @@ import numpy as np
 from . import _args, _check, _nd
 from ._compile import ctype, instantiation, kept, kernel, launch
 from ._device import workspace
-from ._matvec_plan import (COL_UNROLL, ELEMENT_COL_UNROLL, FAST_THREADS, GROUPS, PIPELINED_GROUPS, ROW_LANES,
-                           ROW_UNROLL, Plan, _col_major, _plan, _short_row_plans, few_columns_expression, plan,
-                           staged_shared_bytes)
+from ._matvec_plan import (COL_UNROLL, ELEMENT_COL_UNROLL, FAST_THREADS, FEW_COLUMNS, GROUPS, PIPELINED_GROUPS,
+                           ROW_LANES, ROW_UNROLL, Plan, _col_major, _plan, _short_row_plans, few_columns_expression,
+                           plan, staged_shared_bytes)
 from ._variants import Variant, lookup, register
 
 FAMILY = "matvec"
@@ -39,7 +39,7 @@ def instantiations(dtype) -> tuple[str, ...]:
     names += [instantiation("matvec_colmajor", ct, v, r, COL_UNROLL) for v in (True, False) for r in ROW_LANES]
     if itemsize in ELEMENT_COL_UNROLL:
         names += [instantiation("matvec_colmajor", ct, False, r, ELEMENT_COL_UNROLL[itemsize]) for r in ROW_LANES]
-    names.append(few_columns_expression(name))
+    names += [few_columns_expression(name, *step) for step in FEW_COLUMNS[itemsize]]
     names.append(instantiation("matvec_thin_colmajor", ct))
     names.append(instantiation("matvec_rows_staged", ct))
     return tuple(dict.fromkeys(names))

@@ -84,7 +84,7 @@ def test_element_columns_take_their_unroll_and_lanes(dtype):
     # (the tall ones: row tiles enough that no narrower tiles are needed to fill the GPU)
     for m, n in [(100_003, 63), (100_003, 64), (4099, 3000), (18553, 2000), (2_000_003, 4), (2_000_003, 2),
                  (2_000_003, 9)]:
-        if n <= mvp.FEW_COLUMNS[itemsize]:  # (matvec_few_columns: the test below)
+        if mvp.few_columns_step(itemsize, n):  # (matvec_few_columns: the test below)
             continue
         A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
         p = mvp.plan(A, x)
@@ -105,34 +105,36 @@ def test_element_columns_take_their_unroll_and_lanes(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
 def test_few_element_columns_take_their_kernel(dtype):
-    """F-order A of at most FEW_COLUMNS element columns: matvec_few_columns, FEW_ROWS rows a lane, right on a partial
-    last block and a partial last lane's rows, and under other rows a lane; one more column, or whole 16-byte vector
-    columns, keep matvec_colmajor."""
+    """F-order A of few element columns: matvec_few_columns, built for the first FEW_COLUMNS step whose limit holds
+    n, with that step's rows a lane, right on a partial last block and a partial last lane's rows, and under other
+    rows a lane; a column past the last step, or whole 16-byte vector columns, keep matvec_colmajor."""
     itemsize = np.dtype(dtype).itemsize
-    few, width = mvp.FEW_COLUMNS[itemsize], 16 // itemsize
-    lane_rows = mvp.FAST_THREADS * mvp.FEW_ROWS
-    for m in (2, 7, mvp.FAST_THREADS + 1, lane_rows - 1, lane_rows + 3, 100_003, 4096):  # (4096: vector columns)
-        for n in (2, few, few + 1):
+    steps, width = mvp.FEW_COLUMNS[itemsize], 16 // itemsize
+    lane_rows = sorted({mvp.FAST_THREADS * rows + d for _, rows in steps for d in (-1, 3)})
+    for m in (2, 7, mvp.FAST_THREADS + 1, *lane_rows, 100_003, 4096):  # (4096: vector columns)
+        for n in sorted({2, *(few + d for few, _ in steps for d in (0, 1))}):
             A, x = random_array((m, n), dtype, "F"), random_array(n, dtype)
             p = mvp.plan(A, x)
-            vector = m % width == 0
+            step = None if m % width == 0 else mvp.few_columns_step(itemsize, n)
             thin = p.kernel.startswith("matvec_thin_colmajor")  # (a few rows: the thin kernel first)
             assert not thin or mvp.takes_thin(m, n, itemsize), (m, n, p)
-            assert thin or p.kernel.startswith("matvec_few_columns") == (n <= few and not vector), (m, n, p)
+            wanted = mvp.few_columns_expression(A.dtype, *step) if step else None
+            assert thin or (p.kernel == wanted if step else p.kernel.startswith("matvec_colmajor")), (m, n, p)
             _check_result(A, x, "fast", f"{m}x{n} F")
-    A, x = random_array((100_003, few), dtype, "F"), random_array(few, dtype)
-    p = mvp.plan(A, x, few_columns=False)  # the kernel they took before
-    assert p.kernel.startswith("matvec_colmajor"), p
-    out = poisoned((A.shape[0],), A.dtype)
-    mv._run_plan(A, x, out, p)
-    assert_close(out, _reference(A, x), A.dtype, few, "few_columns=False")
-    for rows in (1, 2, 8):
-        p = mvp.plan(A, x, few_rows=rows)
-        assert p.kernel == f"matvec_few_columns<{mv.ctype(A.dtype)}, {rows}, {few}>", p
-        assert p.tiles == p.grid == -(-100_003 // (mvp.FAST_THREADS * rows)) and p.chunks == 1, p
+    for few, _ in steps:
+        A, x = random_array((100_003, few), dtype, "F"), random_array(few, dtype)
+        p = mvp.plan(A, x, few_columns=False)  # the kernel they took before
+        assert p.kernel.startswith("matvec_colmajor"), p
         out = poisoned((A.shape[0],), A.dtype)
         mv._run_plan(A, x, out, p)
-        assert_close(out, _reference(A, x), A.dtype, few, f"few_rows={rows}")
+        assert_close(out, _reference(A, x), A.dtype, few, "few_columns=False")
+        for rows in (1, 2, 8):
+            p = mvp.plan(A, x, few_rows=rows)
+            assert p.kernel == f"matvec_few_columns<{mv.ctype(A.dtype)}, {rows}, {few}>", p
+            assert p.tiles == p.grid == -(-100_003 // (mvp.FAST_THREADS * rows)) and p.chunks == 1, p
+            out = poisoned((A.shape[0],), A.dtype)
+            mv._run_plan(A, x, out, p)
+            assert_close(out, _reference(A, x), A.dtype, few, f"few_rows={rows}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -141,7 +143,7 @@ def test_a_batch_of_one_row_products_on_few_columns(dtype):
     on the grid's z (cudakit.matmul's route), against float64."""
     import cupy
 
-    for k in (2, mvp.FEW_COLUMNS[np.dtype(dtype).itemsize]):
+    for k in (2, *(few for few, _ in mvp.FEW_COLUMNS[np.dtype(dtype).itemsize])):
         planned = mvp._plan((30_001, k), np.dtype(dtype), True, False, 0, False, (), 5)  # (column_batch_launcher's)
         assert planned.kernel.startswith("matvec_few_columns"), planned
         a, b = random_array((5, 1, k), dtype), random_array((5, k, 30_001), dtype)

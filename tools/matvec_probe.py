@@ -301,11 +301,11 @@ FEW_SHAPES = [(np.float32, m, n) for m, n in ((29822763, 4), (24414509, 2), (200
 FEW_SHAPES += [(np.float64, m, n) for m, n in ((15000001, 2), (10000001, 3), (1000003, 2))]
 FEW_SHAPES += [(np.float16, m, n) for m, n in ((30000001, 4), (20000001, 7))]
 FEW_KNOBS = [{"few_columns": False}, {"few_rows": 8}, {"few_rows": 2}, {"few_rows": 1}]
-# --few-limit 4:16,8:12,2:15: FEW_COLUMNS raised to these, on shapes past today's limit ("fast": the raised limit)
+# --few-limit 4:16,8:12,2:15: FEW_COLUMNS' last step raised to these limits, on shapes past the first step
 PAST_FEW_SHAPES = [(np.float32, m, n) for m, n in ((46716015, 9), (20000003, 12), (16000001, 16), (1000003, 10))]
 PAST_FEW_SHAPES += [(np.float64, m, n) for m, n in ((4943027, 12), (15000001, 4), (10000001, 6), (8000001, 8))]
 PAST_FEW_SHAPES += [(np.float16, m, n) for m, n in ((30000001, 8), (20000001, 12), (16000001, 15))]
-PAST_FEW_KNOBS = [{"few_columns": False}, {"few_rows": 2}, {"few_rows": 1}]
+PAST_FEW_KNOBS = [{"few_columns": False}, {"few_rows": 4}, {"few_rows": 1}]
 
 
 def element_columns(log, shapes=ELEMENT_SHAPES, knob_sets=ELEMENT_KNOBS) -> None:
@@ -402,7 +402,7 @@ def main():
     ap.add_argument("--colmajor", action="store_true", help="the column-major kernel with and without its fetch-ahead")
     ap.add_argument("--element-columns", action="store_true", help="F-order element columns under other tunings")
     ap.add_argument("--few-columns", action="store_true", help="F-order A of few element columns, other tunings")
-    ap.add_argument("--few-limit", help="FEW_COLUMNS raised to these (itemsize:limit,...), shapes past today's")
+    ap.add_argument("--few-limit", help="FEW_COLUMNS' last limit set to these (itemsize:limit,...), wider shapes")
     ap.add_argument("--rowmajor", action="store_true", help="the row-major kernel with and without its fetch-ahead")
     ap.add_argument("--out", default=".")
     ap.add_argument("--sweep", action="store_true", help="also time the fast kernels under other unrolls/occupancy")
@@ -428,8 +428,9 @@ def main():
     if args.few_columns:
         return element_columns(print, FEW_SHAPES, FEW_KNOBS)
     if args.few_limit:
-        mvp.FEW_COLUMNS.update({int(size): int(limit) for size, limit in
-                                (item.split(":") for item in args.few_limit.split(","))})
+        for size, limit in (item.split(":") for item in args.few_limit.split(",")):
+            *first, (_, rows) = mvp.FEW_COLUMNS[int(size)]
+            mvp.FEW_COLUMNS[int(size)] = (*first, (int(limit), rows))
         mvp._plan.cache_clear()
         return element_columns(print, PAST_FEW_SHAPES, PAST_FEW_KNOBS)
     if args.colmajor:

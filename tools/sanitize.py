@@ -144,10 +144,13 @@ def drop_in_shapes(small: bool) -> int:
             # column-major element loads; the thin kernel's grid (on rows that are not whole vectors, and whole ones)
             cudakit.matvec(rand((m, n), dtype, "F"), rand(n, dtype), check=True)
             runs += 1
-        for m, n in ((20001, 3), (2049, 2), (2051, 7), (5, 3)):  # few element columns (float64: up to 3)
+        for m, n in ((20001, 3), (2049, 2), (2051, 7), (5, 3), (20001, 12), (1025, 9), (7, 11)):  # few element
+            # columns, both steps (float64: up to 3, then 12)
             cudakit.matvec(rand((m, n), dtype, "F"), rand(n, dtype), check=True)
             runs += 1
         cudakit.matmul(rand((5, 1, 3), dtype), rand((5, 3, 30001), dtype), check=True)  # ... a batch on the grid's z
+        cudakit.matmul(rand((5, 1, 11), dtype), rand((5, 11, 30001), dtype), check=True)
+        runs += 1
         cudakit.matvec(rand((3, 40, 33), dtype), rand((3, 33), dtype), check=True)
         cudakit.matvec(rand((3, 40, 33), dtype), rand(33, dtype), check=True)
         cudakit.matvec(rand((3, 40, 4096), dtype), rand((3, 4096), dtype)[:, ::-1], check=True)  # split, strided x
