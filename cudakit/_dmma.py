@@ -1,9 +1,9 @@
 """FP64 matrix products on the tensor cores through kernels/matmul_dmma.cu (matmul_dmma_async): a cp.async ring of
 swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant's planner
-(_matmul_plan.py) weighs its PLANNED tiles alone, k whole, where `planned` holds (SMALLEST alone where `batch_planned`
-does; k split where `mid_splits`), and split_plan's tile beside the register tiles for a small C with a long k (SMALLEST
-alone where split_plan picks it for a C past _tune.NARROW_SIDE); run() takes float64 operands of any layout (2-D, or a
-batch given as strides); tools/dmma_probe.py times every tile against cuBLAS.
+(_matmul_plan.py) weighs its PLANNED tiles alone, k whole, where `planned` holds (a batch's batch_tile alone where
+there is one; k split where `mid_splits`), and split_plan's tile beside the register tiles for a small C with a long
+k (SMALLEST alone where split_plan picks it for a C past _tune.NARROW_SIDE); run() takes float64 operands of any
+layout (2-D, or a batch given as strides); tools/dmma_probe.py times every tile against cuBLAS.
 """
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ class DmmaTile:
 
 
 # Warp tiles hold 64 x 32 (or 32 x 64) FP64 sums: 64 doubles, 128 registers a thread; 64 x 64 would need all 255.
+# (The 32 x 32 tile's warps hold 16 x 16.)
 TILES = (
     DmmaTile(128, 128, 16, 64, 32, 4),  # 256 threads, 128 KiB
     DmmaTile(128, 128, 16, 32, 64, 4),
@@ -63,12 +64,17 @@ TILES = (
     DmmaTile(64, 64, 32, 32, 32, 3),  # 96 KiB: 256 bytes of each line a slice (split_plan's alone)
     DmmaTile(128, 64, 16, 64, 32, 3),  # 128 threads, 72 KiB: two blocks an SM, each past the other's barriers
     DmmaTile(64, 128, 16, 32, 64, 3),
+    DmmaTile(32, 32, 16, 16, 16, 5),  # 128 threads, 40 KiB: five blocks an SM, for batches of a small C
 )
 DEFAULT = TILES[2]  # the tile run() and launcher() take where none is given
 # The tiles whole-k products are planned on (rates in _tune.TILE_TFLOPS): two blocks an SM of 64 x 128 or 128 x 64 in
 # three stages, or three of 64 x 64, outran DEFAULT on every product timed, 4096^3 and 8192^3 too (docs/NOTES.md)
 PLANNED = TILES[7:9] + TILES[5:6]
 SMALLEST = TILES[5]
+# Batches that `planned` leaves take the 32 x 32 tile where a round of its blocks holds the whole batch (a small C
+# over a long k: the 64 x 64 tile left most SMs idle, the tiny kernel ran its chunks' latency exposed), else SMALLEST
+# where a round of its blocks does (batch_tile).
+BATCH_TILES = (TILES[9], SMALLEST)
 # FP64 products at least MIN_DEPTH deep (a batch's products together) whose C gives MIN_ROUND of the SMs a SMALLEST
 # tile: the PLANNED tiles, k whole. They outran the register tiles on every such product timed, batches and k from
 # 48 to 255 included (docs/NOTES.md, session 37). A k of at most _matmul_batch.SHORT_K_F64 (a batch's: the small
@@ -230,14 +236,19 @@ def planned(m: int, n: int, k: int, device_id: int, count: int = 1) -> bool:
             and any(fits(t, device_id) for t in PLANNED))
 
 
-def batch_planned(m: int, n: int, k: int, device_id: int, count: int) -> bool:
-    """Whether matmul's planner puts `count` m x k x n FP64 products (a batch) that `planned` leaves (a narrow C, or
-    too few tiles) on SMALLEST alone, k whole: sm_80 and later with room for it, k at least MIN_DEPTH, and its grid
-    within one round of its resident blocks (there the register tiles leave SMs idle too; session 38: 1.0-2.7x them)."""
-    grid = count * -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn)  # (the shared memory's bound first: no compile)
-    return (count > 1 and k >= MIN_DEPTH and _tune.compute_capability(device_id) >= 80 and fits(SMALLEST, device_id)
-            and grid <= sm_count(device_id) * (shared_per_block(device_id) // SMALLEST.shared_bytes)
-            and grid <= resident(SMALLEST, device_id))
+def batch_tile(m: int, n: int, k: int, device_id: int, count: int) -> DmmaTile | None:
+    """The tile matmul's planner puts `count` m x k x n FP64 products (a batch) that `planned` leaves (a narrow C, or
+    too few tiles) on alone, k whole, or None: sm_80 and later, k at least MIN_DEPTH, and the first of BATCH_TILES
+    whose grid is within one round of its resident blocks (there the register tiles leave SMs idle too; session 38:
+    SMALLEST 1.0-2.7x them)."""
+    if count <= 1 or k < MIN_DEPTH or _tune.compute_capability(device_id) < 80:
+        return None
+    for tile in BATCH_TILES:
+        grid = count * -(-m // tile.bm) * -(-n // tile.bn)  # (the shared memory's bound first: no compile)
+        if (fits(tile, device_id) and grid <= sm_count(device_id) * (shared_per_block(device_id) // tile.shared_bytes)
+                and grid <= resident(tile, device_id)):
+            return tile
+    return None
 
 
 def mid_splits(m: int, n: int, k: int, device_id: int) -> int:

@@ -51,7 +51,7 @@ THIN_MIN_VECTORS = 16  # 16-byte vectors each thread of matvec_thin_colmajor rea
 # holds one row, so only its n element loads were in flight (docs/NOTES.md, "matvec: few element columns").
 # FEW_COLUMNS[element size]: (column limit, rows a lane) steps, a kernel built for each limit (its FEW); the first step
 # whose limit holds n serves. A lane holds rows x FEW elements in registers: the wider step takes fewer rows a lane.
-FEW_COLUMNS = {2: ((7, 4), (16, 2)), 4: ((7, 4), (16, 2)), 8: ((3, 4), (12, 2))}
+FEW_COLUMNS = {2: ((7, 4), (15, 2)), 4: ((7, 4), (16, 2)), 8: ((3, 4), (12, 2))}
 PERSISTENT = True  # one resident wave of blocks, each striding over output tiles (no block-launch gaps)
 # ... with as few blocks as give the same rounds of tiles, so that every block strides over as many tiles and none
 # runs a last round alone; no shape measured slower (docs/NOTES.md, "matvec.py: balanced persistent grids").

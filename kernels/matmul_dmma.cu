@@ -49,8 +49,8 @@ struct DmmaTile {
 // Copies one operand's slices: thread tid moves chunk c = tid % CHUNKS of lines line0 + i * STEP, line0 from
 // tid / CHUNKS, where KC puts the even lines on the first half of the threads and the odd lines on the second: with
 // an odd ld, lines of one parity are 16-byte aligned, and each warp's lines share a parity (MN: a warp is within one
-// line). The swizzle of line0 + i * STEP repeats every PERIOD chunks, so the shared offsets are PERIOD values plus
-// constants.
+// line, or two lines of 16 chunks, which an odd ld then divides by alignment). The swizzle of line0 + i * STEP
+// repeats every PERIOD chunks, so the shared offsets are PERIOD values plus constants.
 template <int BMN, int BK, bool KC, int THREADS>
 struct DmmaLoader {
     using Tile = DmmaTile<BMN, BK, KC>;
@@ -59,7 +59,8 @@ struct DmmaLoader {
     static constexpr int SLOTS = PERIOD < PER ? PERIOD : PER;
     static_assert(THREADS % Tile::CHUNKS == 0 && Tile::LINES % STEP == 0, "whole lines per pass, every line covered");
     static_assert(STEP % 2 == 0 && PER < 30, "a thread's lines share a parity; the line bits stay below HALVES");
-    static_assert(KC ? STEP / 2 % (32 / Tile::CHUNKS) == 0 : Tile::CHUNKS % 32 == 0, "a warp's lines share a parity");
+    static_assert(KC ? STEP / 2 % (32 / Tile::CHUNKS) == 0 : Tile::CHUNKS % 16 == 0, "a warp's lines share a parity "
+                  "(KC) or a warp covers whole lines (MN)");
     const double* ptr;  // this thread's first chunk at k = 0
     index_t stride;     // elements from one of its chunks to the next (STEP lines)
     int soff[SLOTS];    // shared byte offsets of its first SLOTS chunks

@@ -179,7 +179,7 @@ def test_every_tile_on_a_deep_product():
                                     ((17, 304, 796), (17, 796, 57))], ids=str)
 def test_a_batch_that_fills_the_gpu_takes_the_pipelined_kernel(shapes, monkeypatch):
     """cudakit.matmul's fast variant puts an FP64 batch whose products together give most SMs a 64 x 64 tile
-    (_dmma.planned), or a narrow C or too few tiles within one round (_dmma.batch_planned), on this kernel, one launch
+    (_dmma.planned), or a narrow C or too few tiles within one round (_dmma.batch_tile), on this kernel, one launch
     per evenly spaced run of products (broadcast batch axes read in place), an odd k or n (lines and batch steps off
     16 bytes, read in 8-byte halves) too; the output poisoned first."""
     import cupy
@@ -194,7 +194,7 @@ def test_a_batch_that_fills_the_gpu_takes_the_pipelined_kernel(shapes, monkeypat
     (m, k), n = shapes[0][-2:], shapes[1][-1]
     count = int(np.prod(np.broadcast_shapes(shapes[0][:-2], shapes[1][:-2])))
     planned = _dmma.planned(m, n, k, cupy.cuda.Device().id, count)
-    wanted = _dmma.PLANNED if planned else (_dmma.SMALLEST,)  # (batch_planned: SMALLEST alone)
+    wanted = _dmma.PLANNED if planned else (_dmma.batch_tile(m, n, k, cupy.cuda.Device().id, count),)
     for call in ("planned", "kept"):  # the second call, on fresh operands, runs the launches kept by the first
         A, B = random_array(shapes[0], np.float64), random_array(shapes[1], np.float64)
         want = cupy.matmul(A, B)

@@ -123,6 +123,10 @@ def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dt
     chunks = -(-k // _matmul_batch.TINY_CHUNK) / _matmul_batch.TINY_LONG_K_CHUNKS[np.dtype(dtype).itemsize]
     per_sm = max(_matmul_batch.TINY_LONG_K_PER_SM, chunks)
     count = math.ceil(per_sm * cupy.cuda.Device().attributes["MultiProcessorCount"]) + 1
+    if dtype == np.float64:  # (past one round of the pipelined kernel's 32 x 32 blocks, which takes fewer: below)
+        from cudakit import _dmma
+
+        count = max(count, _dmma.resident(_dmma.BATCH_TILES[0], cupy.cuda.Device().id) + 1)
     taken = []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
     monkeypatch.setattr(_matmul_batch, "tiny_launches",
@@ -141,6 +145,36 @@ def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dt
         assert cudakit.matmul(a, b, out=out) is out
         assert_close(out, ref64(a, b), dtype, k, f"{count} x {mkn} {a.strides} {b.strides}")
         assert [launches is not None for launches in taken] == ([True] if tiny else []), (a.strides, b.strides)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bmkn", [(50, 5, 749, 22), (30, 25, 450, 15), (20, 10, 923, 12), (3, 27, 700, 51)], ids=str)
+def test_fp64_batches_of_a_small_c_over_a_long_k_within_a_round_take_the_32_tile(bmkn, monkeypatch):
+    """FP64 products of a small C over a long k, as many as a round of the pipelined kernel's 32 x 32 blocks holds:
+    that tile (_dmma.BATCH_TILES[0]), not the tiny kernel, whose chunks of k ran with their latency exposed; on
+    C-order operands, an A whose rows are off 16 bytes, and an F-order B; outputs poisoned first."""
+    import cupy
+
+    from cudakit import _dmma
+
+    count, m, k, n = bmkn
+    device_id = cupy.cuda.Device().id
+    if _tune.compute_capability(device_id) < 80:
+        pytest.skip("the pipelined FP64 kernel needs sm_80")
+    assert _matmul_batch.tiny_yields(m, n, k, count, device_id, 8)
+    assert not _matmul_batch.tiny_yields(m, n, k, count, device_id, 4)  # (FP32 keeps the tiny kernel)
+    taken = []
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
+    monkeypatch.setattr(_dmma, "launches", lambda *a, make=_dmma.launches, **kw: taken.append(a[3]) or make(*a, **kw))
+    monkeypatch.setattr(_matmul_batch, "tiny_launches", lambda *a: pytest.fail("the tiny kernel took it"))
+    for a, b in ((random_array((count, m, k), np.float64), random_array((count, k, n), np.float64)),
+                 (random_array((count, m, k + 1), np.float64)[:, :, 1:], random_array((count, k, n), np.float64)),
+                 (random_array((count, m, k), np.float64), random_array((count, n, k), np.float64).transpose(0, 2, 1))):
+        taken.clear()
+        out = poisoned((count, m, n), np.float64)
+        assert cudakit.matmul(a, b, out=out) is out
+        assert_close(out, ref64(a, b), np.float64, k, f"{bmkn} {a.strides} {b.strides}")
+        assert taken == [_dmma.BATCH_TILES[0]], taken
 
 
 def test_the_tiny_kernel_takes_small_c_and_a_long_k_only_in_many_products():
@@ -242,7 +276,8 @@ def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch)
     """On a modelled H100 (no GPU: 132 SMs, its shared memory, the tiles' resident blocks as their registers and
     shared memory allow): FP64 products at least _dmma.MIN_DEPTH deep whose C, all of a batch's products together,
     gives most SMs a 64 x 64 tile plan on _dmma.PLANNED, k whole (session 37: 0.61-0.81x cuBLAS on the register tiles,
-    0.88-1.04x on these); a batch of a narrow C or too few tiles within one round, on SMALLEST; a shallower k, and
+    0.88-1.04x on these); a batch of a narrow C or too few tiles within one round, on SMALLEST, or on the 32 x 32
+    tile within one round of its blocks; a shallower k, and
     one product of a narrow C or too few tiles, keep the register tiles; no tile past the shared memory is planned."""
     from cudakit import _dmma
 
@@ -275,6 +310,9 @@ def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch)
         # a batch of a narrow C or of too few tiles, within one round of SMALLEST's blocks: SMALLEST alone (session 38)
         for m, k, n, count in ((536, 929, 11, 22), (256, 512, 256, 6), (304, 796, 57, 17)):
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.SMALLEST, (m, k, n, count)
+        # ... the 32 x 32 tile where a round of its blocks holds the batch (session 48)
+        for m, k, n, count in ((27, 700, 51, 2), (5, 749, 22, 200), (522, 954, 8, 15)):
+            assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.BATCH_TILES[0], (m, k, n, count)
         assert not pipelined(536, 929, 11, 1000) and not pipelined(536, 47, 11, 22)  # past one round; k under MIN_DEPTH
         for limit, wanted in ((70 * 1024, _dmma.SMALLEST), (60 * 1024, None)):  # room for 64 x 64 only; for none
             shared[0] = limit

@@ -4,8 +4,8 @@
     PYTHONPATH=. python3 tools/batched_probe.py --shapes float64:456:25:450:15,float32:8951:17:29:107
 
 --shapes times only the batches named (dtype:batch:m:k:n), each with the route its launches took.
---set "module.NAME=EXPR" (repeatable, e.g. _matmul_batch.SHORT_K_F64_BATCH=32 or "_dmma.oriented=lambda t, s: t")
-times each shape again under each setting alone (the planner's caches cleared), then the library once more.
+--set "module.NAME=EXPR[; ...]" (repeatable, e.g. _matmul_batch.SHORT_K_F64_BATCH=32 or "_dmma.oriented=lambda t, s:
+t") times each shape again under each setting alone (the planner's caches cleared), then the library once more.
 
 The goal shapes of issue 17 (64 x 512^3, 10^4 x 32^3), batched matrix-vector products, then N batched shapes drawn
 as the bench's sweep draws them (C order, batch counts 1 to 10^4). Every result is checked against float64 first;
@@ -99,12 +99,17 @@ def bm_staged(tiny_launches):
     return launches
 
 
-def setting(text: str):
-    """(module, name, value) of a --set "module.NAME=EXPR" (EXPR may name bm_staged)."""
-    target, expr = text.split("=", 1)
-    module, name = target.rsplit(".", 1)
-    module = importlib.import_module(f"cudakit.{module}")
-    return module, name, eval(expr, {**vars(module), "bm_staged": bm_staged})
+def setting(text: str) -> list:
+    """[(module, name, value)] of a --set "module.NAME=EXPR[; module.NAME=EXPR...]" (EXPR may name bm_staged and the
+    cudakit modules)."""
+    changes = []
+    for assignment in text.split(";"):
+        target, expr = assignment.strip().split("=", 1)
+        module, name = target.rsplit(".", 1)
+        module = importlib.import_module(f"cudakit.{module}")
+        scope = {"_dmma": _dmma, "_matmul_batch": _matmul_batch, "_matmul_routes": _matmul_routes}
+        changes.append((module, name, eval(expr, {**vars(module), **scope, "bm_staged": bm_staged})))
+    return changes
 
 
 def applied(changes) -> list:
@@ -131,7 +136,7 @@ def main():
     shapes = FIXED + draw(random.Random(args.seed), args.count)
     if args.shapes:
         shapes = [(d, *map(int, rest)) for d, *rest in (s.split(":") for s in args.shapes.split(","))]
-    settings = [[setting(text)] for text in args.set]
+    settings = [setting(text) for text in args.set]
     for shape in shapes:
         dtype, b, m, k, n = shape
         for label, changes in [("library", [])] + list(zip(args.set, settings)) + [("library", [])] * bool(settings):
