@@ -72,9 +72,11 @@ DEFAULT = TILES[2]  # the tile run() and launcher() take where none is given
 PLANNED = TILES[7:9] + TILES[5:6]
 SMALLEST = TILES[5]
 # Batches that `planned` leaves take the 32 x 32 tile where a round of its blocks holds the whole batch (a small C
-# over a long k: the 64 x 64 tile left most SMs idle, the tiny kernel ran its chunks' latency exposed), else SMALLEST
-# where a round of its blocks does (batch_tile).
+# over a long k: the 64 x 64 tile left most SMs idle, the tiny kernel ran its chunks' latency exposed), or where each C
+# fits that tile and fills BATCH_TILE_MIN_FILL of it, at any count; else SMALLEST where a round of its blocks holds
+# the batch (batch_tile).
 BATCH_TILES = (TILES[9], SMALLEST)
+BATCH_TILE_MIN_FILL = 0.25
 # FP64 products at least MIN_DEPTH deep (a batch's products together) whose C gives MIN_ROUND of the SMs a SMALLEST
 # tile: the PLANNED tiles, k whole. They outran the register tiles on every such product timed, batches and k from
 # 48 to 255 included (docs/NOTES.md, session 37). A k of at most _matmul_batch.SHORT_K_F64 (a batch's: the small
@@ -240,9 +242,12 @@ def batch_tile(m: int, n: int, k: int, device_id: int, count: int) -> DmmaTile |
     """The tile matmul's planner puts `count` m x k x n FP64 products (a batch) that `planned` leaves (a narrow C, or
     too few tiles) on alone, k whole, or None: sm_80 and later, k at least MIN_DEPTH, and the first of BATCH_TILES
     whose grid is within one round of its resident blocks (there the register tiles leave SMs idle too; session 38:
-    SMALLEST 1.0-2.7x them)."""
+    SMALLEST 1.0-2.7x them), or the 32 x 32 tile where C fits it and fills BATCH_TILE_MIN_FILL of it."""
     if count <= 1 or k < MIN_DEPTH or _tune.compute_capability(device_id) < 80:
         return None
+    tile = BATCH_TILES[0]
+    if max(m, n) <= tile.bm == tile.bn and m * n >= BATCH_TILE_MIN_FILL * tile.bm * tile.bn and fits(tile, device_id):
+        return tile
     for tile in BATCH_TILES:
         grid = count * -(-m // tile.bm) * -(-n // tile.bn)  # (the shared memory's bound first: no compile)
         if (fits(tile, device_id) and grid <= sm_count(device_id) * (shared_per_block(device_id) // tile.shared_bytes)

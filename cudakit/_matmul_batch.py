@@ -254,7 +254,8 @@ def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0, itemsize: in
 
 def tiny_yields(m: int, n: int, k: int, count: int, device_id: int, itemsize: int) -> bool:
     """Whether `count` FP64 m x k x n products, k past TINY_MAX_K, run on the pipelined kernel's 32 x 32 tile instead
-    of the tiny or dots kernels: where a round of its blocks holds them all (_dmma.batch_tile)."""
+    of the tiny kernel: where _dmma.batch_tile gives it (a round of its blocks holds them all, or each C fills enough
+    of it)."""
     return itemsize == 8 and k > TINY_MAX_K and _dmma.batch_tile(m, n, k, device_id, count) == _dmma.BATCH_TILES[0]
 
 
@@ -327,15 +328,14 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))  # every A and B offset
     per_sm = count / mm.sm_count(device_id)  # (a launch a run: its count products together)
     tiny = tiny_tile(m, n, k, per_sm, item)
-    yields = tiny_yields(m, n, k, products, device_id, item)
     if tiny and k > TINY_MAX_K:
-        if not tiny_reads(a0, b0) or yields:
+        if not tiny_reads(a0, b0) or tiny_yields(m, n, k, products, device_id, item):
             tiny = None
     shortk = not tiny and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)
     small = None if tiny or shortk else small_tile(m, n, k, item)
     if small and past_small_limits(m, n, k) and mm._matmul_routes.x3_short_k_takes(c.dtype, m, n, k, device_id):
         small = None  # (a short k takes X3 before the short-k tiles)
-    dots = not (tiny or shortk or small or yields) and batch_dots_takes(m, k, n, products, device_id, c.dtype)
+    dots = not (tiny or shortk or small) and batch_dots_takes(m, k, n, products, device_id, c.dtype)
     shortk = shortk and _shortk.plan(m, n, k, item, count=count, sms=mm.sm_count(device_id))
     tile = None
     if not (tiny or shortk or small or dots):  # (FP64: the pipelined kernel reads chunks off 16 bytes in halves, in place)

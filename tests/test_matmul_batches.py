@@ -134,7 +134,8 @@ def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dt
     width = 16 // np.dtype(dtype).itemsize
     padded = -(-k // width) * width + width
     parts = m > _matmul_routes.DOTS_PART[0] or n > _matmul_routes.DOTS_PART[1]
-    tiny = parts or k <= _matmul_batch.TINY_ONE_PART_MAX_K
+    tiny = (parts or k <= _matmul_batch.TINY_ONE_PART_MAX_K) and not _matmul_batch.tiny_yields(
+        m, n, k, count, cupy.cuda.Device().id, np.dtype(dtype).itemsize)
     operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype), tiny),
                 (random_array((count, m, padded), dtype)[:, :, :k], random_array((count, k, n), dtype), tiny),
                 (random_array((count, m, padded + 1), dtype)[:, :, 1:k + 1], random_array((k, n), dtype), tiny),
@@ -148,11 +149,13 @@ def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dt
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("bmkn", [(50, 5, 749, 22), (30, 25, 450, 15), (20, 10, 923, 12), (3, 27, 700, 51)], ids=str)
-def test_fp64_batches_of_a_small_c_over_a_long_k_within_a_round_take_the_32_tile(bmkn, monkeypatch):
-    """FP64 products of a small C over a long k, as many as a round of the pipelined kernel's 32 x 32 blocks holds:
-    that tile (_dmma.BATCH_TILES[0]), not the tiny kernel, whose chunks of k ran with their latency exposed; on
-    C-order operands, an A whose rows are off 16 bytes, and an F-order B; outputs poisoned first."""
+@pytest.mark.parametrize("bmkn", [(50, 5, 749, 22), (30, 25, 450, 15), (20, 10, 923, 12), (3, 27, 700, 51),
+                                  (1500, 20, 300, 30)], ids=str)
+def test_fp64_batches_of_a_small_c_over_a_long_k_take_the_32_tile(bmkn, monkeypatch):
+    """FP64 products of a small C over a long k, as many as a round of the pipelined kernel's 32 x 32 blocks holds,
+    or any number of them where each C fills a quarter of that tile: that tile (_dmma.BATCH_TILES[0]), not the tiny
+    kernel, whose chunks of k ran with their latency exposed; on C-order operands, an A whose rows are off 16 bytes,
+    and an F-order B; outputs poisoned first."""
     import cupy
 
     from cudakit import _dmma
@@ -311,8 +314,9 @@ def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch)
         for m, k, n, count in ((536, 929, 11, 22), (256, 512, 256, 6), (304, 796, 57, 17)):
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.SMALLEST, (m, k, n, count)
         # ... the 32 x 32 tile where a round of its blocks holds the batch (session 48)
-        for m, k, n, count in ((27, 700, 51, 2), (5, 749, 22, 200), (522, 954, 8, 15)):
+        for m, k, n, count in ((27, 700, 51, 2), (5, 749, 22, 200), (522, 954, 8, 15), (20, 300, 30, 5000)):
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.BATCH_TILES[0], (m, k, n, count)
+        assert mm.plan(0, f64, 8, 8, 500, 3000)[0] != _dmma.BATCH_TILES[0]  # (a C under a quarter of it, past a round)
         assert not pipelined(536, 929, 11, 1000) and not pipelined(536, 47, 11, 22)  # past one round; k under MIN_DEPTH
         for limit, wanted in ((70 * 1024, _dmma.SMALLEST), (60 * 1024, None)):  # room for 64 x 64 only; for none
             shared[0] = limit
