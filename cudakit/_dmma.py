@@ -246,7 +246,8 @@ def batch_tile(m: int, n: int, k: int, device_id: int, count: int) -> DmmaTile |
     if count <= 1 or k < MIN_DEPTH or _tune.compute_capability(device_id) < 80:
         return None
     tile = BATCH_TILES[0]
-    if max(m, n) <= tile.bm == tile.bn and m * n >= BATCH_TILE_MIN_FILL * tile.bm * tile.bn and fits(tile, device_id):
+    fills = max(m, n) <= min(tile.bm, tile.bn) and m * n >= BATCH_TILE_MIN_FILL * tile.bm * tile.bn
+    if fills and fits(tile, device_id):
         return tile
     for tile in BATCH_TILES:
         grid = count * -(-m // tile.bm) * -(-n // tile.bn)  # (the shared memory's bound first: no compile)

@@ -342,6 +342,7 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
         x3 = mm.matmul_tc.x3_batch_copies(a0, b0, steps) if mm._matmul_routes.X3 and c.dtype == mm.F32 else None
         tile = mm.plan(device_id, c.dtype, m, n, k, products, vectors=mm.reads_vectors(a0, b0, steps), x3=x3)[0]
     pipelined = isinstance(tile, _dmma.DmmaTile)
+    b_first = pipelined and _dmma.reads_b_first(a0, b0)
     c0 = c[(0,) * len(batch)]
     launches = []
     for idx in np.ndindex(*(size for size, *_ in outer)):
@@ -360,13 +361,13 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
             launches += mm._matmul_routes.dots_launches(a_i, b_i, c_ptr, count, (step_a, step_b, step_c))
         elif pipelined:  # FP64 on the pipelined tensor-core kernel, in the orientation it picks for the layouts, the
             # tile turned with it: on C^T it pads as the plan padded C
-            launches += _dmma.launches(a_i, b_i, c0, _dmma.oriented(tile, _dmma.reads_b_first(a0, b0)),
-                                       batch=(count, step_a, step_b), c_ptr=c_ptr)
+            launches += _dmma.launches(a_i, b_i, c0, _dmma.oriented(tile, b_first), batch=(count, step_a, step_b),
+                                       c_ptr=c_ptr)
         elif isinstance(tile, mm.matmul_tc.TcTile):  # float32 as three TF32 products
             launches += mm.matmul_tc.x3_batch_launches(tile, a_i, b_i, c_ptr, count, (step_a, step_b))
         else:
             launches += mm.tile_launches(tile, a_i, b_i, c0, batch=(count, step_a, step_b), c_ptr=c_ptr)
-    return launches, copies, pipelined and _dmma.reads_b_first(a0, b0)
+    return launches, copies, b_first
 
 
 def _shifted(x, elements: int):

@@ -375,7 +375,8 @@ __global__ void __launch_bounds__(GROUPS * TINY_ROW_THREADS * BN / TINY_COLS) ma
             for (int r = 0; r < TM; ++r)
                 if (ty + r * TINY_ROW_THREADS < m)
 #pragma unroll
-                    for (int c = 0; c < TINY_COLS; ++c) As[(ty + r * TINY_ROW_THREADS) * BN + tx * TINY_COLS + c] = acc[r][c];
+                    for (int c = 0; c < TINY_COLS; ++c)
+                        As[(ty + r * TINY_ROW_THREADS) * BN + tx * TINY_COLS + c] = acc[r][c];
         }
         __syncthreads();
         if (group) return;
