@@ -220,7 +220,8 @@ def small_lda(bm: int, itemsize: int) -> int:
 # and one for every TINY_LONG_K_CHUNKS[element size] chunks of k (a block a product: fewer run each chunk's latency
 # exposed), where C is more than one of the dots kernel's parts or k at most TINY_ONE_PART_MAX_K (a C of one part over
 # a deeper k ran faster on the dots kernel, whose blocks split k; a shallower one slower: docs/NOTES.md, session 40),
-# and where it reads A's and B's rows in place.
+# and where it reads A's and B's rows in place, but FP64 batches the pipelined kernel's 32 x 32 tile takes instead
+# (tiny_yields).
 # With fewer than TINY_SPLIT_BELOW products an SM and a k past TINY_GROUPS[-1] split chunks, each product's k is cut
 # among TINY_GROUPS[-1] groups of a block's threads, each staging its own TINY_SPLIT_CHUNK of k
 # (kernels/matmul_small.cuh): the block keeps that many chunks in flight, and a product's rounds each take
@@ -328,14 +329,14 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))  # every A and B offset
     per_sm = count / mm.sm_count(device_id)  # (a launch a run: its count products together)
     tiny = tiny_tile(m, n, k, per_sm, item)
-    if tiny and k > TINY_MAX_K:
-        if not tiny_reads(a0, b0) or tiny_yields(m, n, k, products, device_id, item):
-            tiny = None
+    yielded = bool(tiny) and k > TINY_MAX_K and tiny_yields(m, n, k, products, device_id, item)
+    if tiny and k > TINY_MAX_K and (yielded or not tiny_reads(a0, b0)):
+        tiny = None
     shortk = not tiny and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)
     small = None if tiny or shortk else small_tile(m, n, k, item)
     if small and past_small_limits(m, n, k) and mm._matmul_routes.x3_short_k_takes(c.dtype, m, n, k, device_id):
         small = None  # (a short k takes X3 before the short-k tiles)
-    dots = not (tiny or shortk or small) and batch_dots_takes(m, k, n, products, device_id, c.dtype)
+    dots = not (tiny or shortk or small or yielded) and batch_dots_takes(m, k, n, products, device_id, c.dtype)
     shortk = shortk and _shortk.plan(m, n, k, item, count=count, sms=mm.sm_count(device_id))
     tile = None
     if not (tiny or shortk or small or dots):  # (FP64: the pipelined kernel reads chunks off 16 bytes in halves, in place)

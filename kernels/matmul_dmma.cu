@@ -59,8 +59,8 @@ struct DmmaLoader {
     static constexpr int SLOTS = PERIOD < PER ? PERIOD : PER;
     static_assert(THREADS % Tile::CHUNKS == 0 && Tile::LINES % STEP == 0, "whole lines per pass, every line covered");
     static_assert(STEP % 2 == 0 && PER < 30, "a thread's lines share a parity; the line bits stay below HALVES");
-    static_assert(KC ? STEP / 2 % (32 / Tile::CHUNKS) == 0 : Tile::CHUNKS % 16 == 0, "a warp's lines share a parity "
-                  "(KC) or a warp covers whole lines (MN)");
+    static_assert(KC ? STEP / 2 % (32 / Tile::CHUNKS) == 0 : Tile::CHUNKS % 32 == 0 || Tile::CHUNKS == 16,
+                  "a warp's lines share a parity (KC) or a warp covers whole lines (MN)");
     const double* ptr;  // this thread's first chunk at k = 0
     index_t stride;     // elements from one of its chunks to the next (STEP lines)
     int soff[SLOTS];    // shared byte offsets of its first SLOTS chunks

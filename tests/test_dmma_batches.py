@@ -15,7 +15,7 @@ mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("bmkn", [(50, 5, 749, 22), (30, 25, 450, 15), (20, 10, 923, 12), (3, 27, 700, 51),
-                                  (1500, 20, 300, 30)], ids=str)
+                                  (1500, 20, 300, 30), (1500, 16, 300, 16)], ids=str)  # (the last: not the dots kernel)
 def test_fp64_batches_of_a_small_c_over_a_long_k_take_the_32_tile(bmkn, monkeypatch):
     """FP64 products of a small C over a long k, as many as a round of the pipelined kernel's 32 x 32 blocks holds,
     or any number of them where each C fills a quarter of that tile: that tile (_dmma.BATCH_TILES[0]), not the tiny
@@ -81,10 +81,11 @@ def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch)
         assert not pipelined(2001, 12, 2000) and not pipelined(2000, 12, 1999)  # an odd side: the short-k writer
         assert not pipelined(6000, 8, 6000) and not pipelined(512, 12, 512, 64) and not pipelined(536, 12, 11)
         assert not pipelined(536, 929, 11) and not pipelined(256, 512, 256)  # a narrow C; 16 tiles
-        # a batch of a narrow C or of too few tiles, within one round of SMALLEST's blocks: SMALLEST alone (session 38)
-        for m, k, n, count in ((536, 929, 11, 22), (256, 512, 256, 6), (304, 796, 57, 17)):
+        # a batch of a narrow C or of too few tiles: the 32 x 32 tile where a round of its blocks holds the batch
+        # (session 48; the model's 255 registers a thread leave it 264 blocks), or where each C fits it and fills a
+        # quarter of it; else SMALLEST alone within one round of its blocks (session 38)
+        for m, k, n, count in ((536, 929, 11, 22), (256, 512, 256, 6), (304, 796, 57, 17)):  # (340-384 of 32 x 32)
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.SMALLEST, (m, k, n, count)
-        # ... the 32 x 32 tile where a round of its blocks holds the batch (session 48)
         for m, k, n, count in ((27, 700, 51, 2), (5, 749, 22, 200), (522, 954, 8, 15), (20, 300, 30, 5000)):
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.BATCH_TILES[0], (m, k, n, count)
         assert mm.plan(0, f64, 8, 8, 500, 3000)[0] != _dmma.BATCH_TILES[0]  # (a C under a quarter of it, past a round)
