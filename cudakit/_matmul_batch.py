@@ -329,7 +329,7 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     steps = (step_a, step_b) + tuple(st for _, st_a, st_b, _ in outer for st in (st_a, st_b))  # every A and B offset
     per_sm = count / mm.sm_count(device_id)  # (a launch a run: its count products together)
     tiny = tiny_tile(m, n, k, per_sm, item)
-    yielded = bool(tiny) and k > TINY_MAX_K and tiny_yields(m, n, k, products, device_id, item)
+    yielded = bool(tiny) and tiny_yields(m, n, k, products, device_id, item)
     if tiny and k > TINY_MAX_K and (yielded or not tiny_reads(a0, b0)):
         tiny = None
     shortk = not tiny and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)
