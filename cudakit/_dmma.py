@@ -72,11 +72,13 @@ DEFAULT = TILES[2]  # the tile run() and launcher() take where none is given
 PLANNED = TILES[7:9] + TILES[5:6]
 SMALLEST = TILES[5]
 # Batches that `planned` leaves take the 32 x 32 tile where a round of its blocks holds the whole batch (a small C
-# over a long k: the 64 x 64 tile left most SMs idle, the tiny kernel ran its chunks' latency exposed), or where each C
-# fits that tile and fills BATCH_TILE_MIN_FILL of it, at any count; else SMALLEST where a round of its blocks holds
-# the batch (batch_tile).
+# over a long k: the 64 x 64 tile left most SMs idle, the tiny kernel ran its chunks' latency exposed), or, at any
+# count, where C is narrow (a side of at most _tune.NARROW_SIDE) and fills BATCH_TILE_MIN_FILL of its padded tiles
+# (the register tiles ran such batches at half the 32 x 32 tile's speed); else SMALLEST where a round of its blocks
+# holds the batch (batch_tile). A C within one 32 x 32 tile takes it from BATCH_SHORT_DEPTH deep, ahead of the tiny
+# kernel's 32-wide tiles, which ran it slower at every depth timed (docs/NOTES.md, session 49).
 BATCH_TILES = (TILES[9], SMALLEST)
-BATCH_TILE_MIN_FILL = 0.25
+BATCH_TILE_MIN_FILL, BATCH_SHORT_DEPTH = 0.25, 17
 # FP64 products at least MIN_DEPTH deep (a batch's products together) whose C gives MIN_ROUND of the SMs a SMALLEST
 # tile: the PLANNED tiles, k whole. They outran the register tiles on every such product timed, batches and k from
 # 48 to 255 included (docs/NOTES.md, session 37). A k of at most _matmul_batch.SHORT_K_F64 (a batch's: the small
@@ -238,17 +240,27 @@ def planned(m: int, n: int, k: int, device_id: int, count: int = 1) -> bool:
             and any(fits(t, device_id) for t in PLANNED))
 
 
+def fills_batch_tile(m: int, n: int) -> bool:
+    """Whether an m x n C is narrow (a side of at most _tune.NARROW_SIDE) and fills BATCH_TILE_MIN_FILL of its padded
+    32 x 32 tiles."""
+    tile = BATCH_TILES[0]
+    padded = -(-m // tile.bm) * tile.bm * -(-n // tile.bn) * tile.bn
+    return min(m, n) <= _tune.NARROW_SIDE and m * n >= BATCH_TILE_MIN_FILL * padded
+
+
 def batch_tile(m: int, n: int, k: int, device_id: int, count: int) -> DmmaTile | None:
     """The tile matmul's planner puts `count` m x k x n FP64 products (a batch) that `planned` leaves (a narrow C, or
-    too few tiles) on alone, k whole, or None: sm_80 and later, k at least MIN_DEPTH, and the first of BATCH_TILES
-    whose grid is within one round of its resident blocks (there the register tiles leave SMs idle too; session 38:
-    SMALLEST 1.0-2.7x them), or the 32 x 32 tile where C fits it and fills BATCH_TILE_MIN_FILL of it."""
-    if count <= 1 or k < MIN_DEPTH or _tune.compute_capability(device_id) < 80:
+    too few tiles) on alone, k whole, or None: sm_80 and later, k at least MIN_DEPTH, and the 32 x 32 tile where C is
+    narrow and fills BATCH_TILE_MIN_FILL of its padded tiles (a C within one of them: from BATCH_SHORT_DEPTH deep),
+    else the first of BATCH_TILES whose grid is within one round of its resident blocks (there the register tiles
+    leave SMs idle too; session 38: SMALLEST 1.0-2.7x them)."""
+    if count <= 1 or k < BATCH_SHORT_DEPTH or _tune.compute_capability(device_id) < 80:
         return None
     tile = BATCH_TILES[0]
-    fills = max(m, n) <= min(tile.bm, tile.bn) and m * n >= BATCH_TILE_MIN_FILL * tile.bm * tile.bn
-    if fills and fits(tile, device_id):
+    if fills_batch_tile(m, n) and (k >= MIN_DEPTH or max(m, n) <= min(tile.bm, tile.bn)) and fits(tile, device_id):
         return tile
+    if k < MIN_DEPTH:
+        return None
     for tile in BATCH_TILES:
         grid = count * -(-m // tile.bm) * -(-n // tile.bn)  # (the shared memory's bound first: no compile)
         if (fits(tile, device_id) and grid <= sm_count(device_id) * (shared_per_block(device_id) // tile.shared_bytes)

@@ -220,8 +220,8 @@ def small_lda(bm: int, itemsize: int) -> int:
 # and one for every TINY_LONG_K_CHUNKS[element size] chunks of k (a block a product: fewer run each chunk's latency
 # exposed), where C is more than one of the dots kernel's parts or k at most TINY_ONE_PART_MAX_K (a C of one part over
 # a deeper k ran faster on the dots kernel, whose blocks split k; a shallower one slower: docs/NOTES.md, session 40),
-# and where it reads A's and B's rows in place, but FP64 batches the pipelined kernel's 32 x 32 tile takes instead
-# (tiny_yields).
+# and where it reads A's and B's rows in place. FP64 batches the pipelined kernel's 32 x 32 tile takes go there
+# instead, at a deep k or a C past the 16 x 16 tile (tiny_yields).
 # With fewer than TINY_SPLIT_BELOW products an SM and a k past TINY_GROUPS[-1] split chunks, each product's k is cut
 # among TINY_GROUPS[-1] groups of a block's threads, each staging its own TINY_SPLIT_CHUNK of k
 # (kernels/matmul_small.cuh): the block keeps that many chunks in flight, and a product's rounds each take
@@ -254,10 +254,12 @@ def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0, itemsize: in
 
 
 def tiny_yields(m: int, n: int, k: int, count: int, device_id: int, itemsize: int) -> bool:
-    """Whether `count` FP64 m x k x n products, k past TINY_MAX_K, run on the pipelined kernel's 32 x 32 tile instead
-    of the tiny kernel: where _dmma.batch_tile gives it (a round of its blocks holds them all, or each C fills enough
-    of it)."""
-    return itemsize == 8 and k > TINY_MAX_K and _dmma.batch_tile(m, n, k, device_id, count) == _dmma.BATCH_TILES[0]
+    """Whether `count` FP64 m x k x n products run on the pipelined kernel's 32 x 32 tile instead of the tiny kernel,
+    where _dmma.batch_tile gives it: a k past TINY_MAX_K, or a C past the tiny kernel's 16 x 16 tile that fills a
+    quarter of the 32 x 32 one."""
+    short_yields = max(m, n) > min(TINY_TILES[0]) and _dmma.fills_batch_tile(m, n)
+    return (itemsize == 8 and (k > TINY_MAX_K or short_yields)
+            and _dmma.batch_tile(m, n, k, device_id, count) == _dmma.BATCH_TILES[0])
 
 
 def tiny_reads(a0, b0) -> bool:
@@ -330,7 +332,7 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     per_sm = count / mm.sm_count(device_id)  # (a launch a run: its count products together)
     tiny = tiny_tile(m, n, k, per_sm, item)
     yielded = bool(tiny) and tiny_yields(m, n, k, products, device_id, item)
-    if tiny and k > TINY_MAX_K and (yielded or not tiny_reads(a0, b0)):
+    if tiny and (yielded or (k > TINY_MAX_K and not tiny_reads(a0, b0))):
         tiny = None
     shortk = not tiny and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)
     small = None if tiny or shortk else small_tile(m, n, k, item)

@@ -42,11 +42,11 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     """(tile, splits, depth) of the fast variant's tiled product: the tile and split of k into `splits` runs of
     `depth` whose modelled time (_tune.product_seconds) is least, of: the tuned pair (FP32: and the 64 x 64 tile
     between them); for a short k, the tile with the most blocks per SM, and _tune.WIDE_TILE where _wide_takes (a
-    batch: it alone, beside X3); for FP64 that _dmma.planned, its tiles alone, k whole (_dmma.batch_tile: its tile
-    alone; one product that _dmma.mid_splits: SMALLEST, k split so); that _dmma.split_planned, _dmma.split_plan's
-    besides (SMALLEST, on a C past NARROW_SIDE: alone). `count` products launched together (a batch) keep k whole; one
-    with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES, k split only. Where x3 is given, matmul_tc.x3_offered's
-    tiles besides (alone: x3_short_k)."""
+    batch: it alone, beside X3); for FP64 that _dmma.planned, its tiles alone, k whole (a batch: the 32 x 32 tile
+    besides; _dmma.batch_tile: its tile alone; one product that _dmma.mid_splits: SMALLEST, k split so); that
+    _dmma.split_planned, _dmma.split_plan's besides (SMALLEST, on a C past NARROW_SIDE: alone). `count` products
+    launched together (a batch) keep k whole; one with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES, k split
+    only. Where x3 is given, matmul_tc.x3_offered's tiles besides (alone: x3_short_k)."""
     large, small = pair
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     x3_tiles = () if x3 is None else mm.matmul_tc.x3_offered(dtype, m, n, k, count, mm._compute_capability(device_id))
@@ -65,7 +65,8 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     if whole and count == 1 and (mid := _dmma.mid_splits(m, n, k, device_id)) > 1:
         return (_dmma.SMALLEST,) + _tune.split_depth(k, mid, _dmma.SMALLEST.bk, odd=True)
     if whole:
-        tiles = tuple(t for t in _dmma.PLANNED if _dmma.fits(t, device_id))
+        batch_tiles = _dmma.BATCH_TILES[:1] if count > 1 else ()  # (the 32 x 32 tile: it pads C least)
+        tiles = tuple(t for t in _dmma.PLANNED + batch_tiles if _dmma.fits(t, device_id))
     elif pipelined and (batch_tile := _dmma.batch_tile(m, n, k, device_id, count)):
         whole, tiles = True, (batch_tile,)
     elif pipelined and count == 1 and _dmma.split_planned(m, n, k, device_id):

@@ -174,8 +174,8 @@ TILE_TFLOPS = {
     "simt_128x16x16_t8x2_w32x16_s2_b3": 14.0, "simt_16x128x16_t2x8_w16x32_s2_b3": 11.4,
     "simt_128x32x16_t8x4_w32x32_s2_b3": 20.3, "simt_32x128x16_t4x8_w32x32_s2_b3": 19.2,
     # the pipelined FP64 kernel's tiles: those of _dmma.PLANNED fitted to session 37's probe (docs/NOTES.md); those
-    # of _dmma.SPLIT_TILES session 21's
-    "128x64x16_w64x32_s3": 51.0, "64x128x16_w32x64_s3": 51.0, "64x64x16_w32x32_s4": 50.0,
+    # of _dmma.SPLIT_TILES session 21's; the 32 x 32 batch tile fitted to 64 x 512^3 (session 49)
+    "128x64x16_w64x32_s3": 51.0, "64x128x16_w32x64_s3": 51.0, "64x64x16_w32x32_s4": 50.0, "32x32x16_w16x16_s5": 35.0,
     "128x64x16_w64x32_s4": 49.0, "64x128x16_w32x64_s4": 49.0, "64x64x32_w32x32_s3": 49.0,
     # FP32 as three TF32 products (matmul_tc.X3_TILES), fitted to their whole-k times beside the register tiles'
     "x3_128x64x16_w64x32_s4": 60.0, "x3_64x64x16_w32x32_s4": 46.0,

@@ -15,12 +15,14 @@ mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("bmkn", [(50, 5, 749, 22), (30, 25, 450, 15), (20, 10, 923, 12), (3, 27, 700, 51),
-                                  (1500, 20, 300, 30), (1500, 16, 300, 16)], ids=str)  # (the last: not the dots kernel)
-def test_fp64_batches_of_a_small_c_over_a_long_k_take_the_32_tile(bmkn, monkeypatch):
+                                  (1500, 20, 300, 30), (1500, 16, 300, 16),  # (not the dots kernel)
+                                  (2000, 32, 40, 32), (500, 24, 17, 20), (300, 17, 109, 200)], ids=str)
+def test_fp64_batches_of_a_small_c_take_the_32_tile(bmkn, monkeypatch):
     """FP64 products of a small C over a long k, as many as a round of the pipelined kernel's 32 x 32 blocks holds,
-    or any number of them where each C fills a quarter of that tile: that tile (_dmma.BATCH_TILES[0]), not the tiny
-    kernel, whose chunks of k ran with their latency exposed; on C-order operands, an A whose rows are off 16 bytes,
-    and an F-order B; outputs poisoned first."""
+    or any number of them where each C fills a quarter of that tile (from _dmma.BATCH_SHORT_DEPTH deep where C is past
+    16 x 16), or a narrow C filling a quarter of its 32 x 32 tiles: that tile (_dmma.BATCH_TILES[0]), not the tiny
+    kernel, whose chunks of k ran with their latency exposed, nor the register tiles; on C-order operands, an A whose
+    rows are off 16 bytes, and an F-order B; outputs poisoned first."""
     import cupy
 
     from cudakit import _dmma
@@ -50,9 +52,9 @@ def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch)
     """On a modelled H100 (no GPU: 132 SMs, its shared memory, the tiles' resident blocks as their registers and
     shared memory allow): FP64 products at least _dmma.MIN_DEPTH deep whose C, all of a batch's products together,
     gives most SMs a 64 x 64 tile plan on _dmma.PLANNED, k whole (session 37: 0.61-0.81x cuBLAS on the register tiles,
-    0.88-1.04x on these); a batch of a narrow C or too few tiles within one round, on SMALLEST, or on the 32 x 32
-    tile within one round of its blocks; a shallower k, and
-    one product of a narrow C or too few tiles, keep the register tiles; no tile past the shared memory is planned."""
+    0.88-1.04x on these), a batch with the 32 x 32 tile beside them; a batch of a narrow C on the 32 x 32 tile, of
+    too few tiles within one round on it or on SMALLEST; a shallower k, and one product of a narrow C or too few
+    tiles, keep the register tiles; no tile past the shared memory is planned."""
     from cudakit import _dmma
 
     f64 = np.dtype(np.float64)
@@ -81,15 +83,24 @@ def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch)
         assert not pipelined(2001, 12, 2000) and not pipelined(2000, 12, 1999)  # an odd side: the short-k writer
         assert not pipelined(6000, 8, 6000) and not pipelined(512, 12, 512, 64) and not pipelined(536, 12, 11)
         assert not pipelined(536, 929, 11) and not pipelined(256, 512, 256)  # a narrow C; 16 tiles
-        # a batch of a narrow C or of too few tiles: the 32 x 32 tile where a round of its blocks holds the batch
-        # (session 48; the model's 255 registers a thread leave it 264 blocks), or where each C fits it and fills a
-        # quarter of it; else SMALLEST alone within one round of its blocks (session 38)
-        for m, k, n, count in ((536, 929, 11, 22), (256, 512, 256, 6), (304, 796, 57, 17)):  # (340-384 of 32 x 32)
+        # a batch of too few tiles: the 32 x 32 tile where a round of its blocks holds the batch (session 48; the
+        # model's 255 registers a thread leave it 264 blocks), or where each C fits it and fills a quarter of it; a
+        # narrow C that fills a quarter of its 32 x 32 tiles: that tile at any count (session 49); else SMALLEST
+        # alone within one round of its blocks (session 38)
+        for m, k, n, count in ((256, 512, 256, 6), (304, 796, 57, 17)):  # (340-384 of 32 x 32)
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.SMALLEST, (m, k, n, count)
-        for m, k, n, count in ((27, 700, 51, 2), (5, 749, 22, 200), (522, 954, 8, 15), (20, 300, 30, 5000)):
+        for m, k, n, count in ((27, 700, 51, 2), (5, 749, 22, 200), (522, 954, 8, 15), (20, 300, 30, 5000),
+                               (536, 929, 11, 22), (536, 929, 11, 1000), (17, 109, 786, 1860), (32, 17, 32, 100)):
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.BATCH_TILES[0], (m, k, n, count)
         assert mm.plan(0, f64, 8, 8, 500, 3000)[0] != _dmma.BATCH_TILES[0]  # (a C under a quarter of it, past a round)
-        assert not pipelined(536, 929, 11, 1000) and not pipelined(536, 47, 11, 22)  # past one round; k under MIN_DEPTH
+        assert mm.plan(0, f64, 32, 32, 16, 100)[0] != _dmma.BATCH_TILES[0]  # (under BATCH_SHORT_DEPTH)
+        assert not pipelined(536, 47, 11, 22) and not pipelined(40, 47, 40, 1000)  # k under MIN_DEPTH, C past a tile
+        # planned batches weigh the 32 x 32 tile beside PLANNED: it pads 200 x 200 and 96 x 96 less than 64 x 64
+        for m, k, n, count in ((200, 500, 200, 10), (96, 256, 96, 200)):
+            assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.BATCH_TILES[0], (m, k, n, count)
+        for m, k, n, count in ((512, 512, 512, 64), (256, 256, 256, 20), (100, 300, 100, 50), (64, 64, 64, 500)):
+            assert mm.plan(0, f64, m, n, k, count)[0] in _dmma.PLANNED, (m, k, n, count)
+        assert mm.plan(0, f64, 200, 200, 500, 1)[0] != _dmma.BATCH_TILES[0]  # (one product: PLANNED only)
         for limit, wanted in ((70 * 1024, _dmma.SMALLEST), (60 * 1024, None)):  # room for 64 x 64 only; for none
             shared[0] = limit
             mm._plan.cache_clear()
