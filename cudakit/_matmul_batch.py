@@ -334,8 +334,8 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     yielded = bool(tiny) and tiny_yields(m, n, k, products, device_id, item)
     if tiny and (yielded or (k > TINY_MAX_K and not tiny_reads(a0, b0))):
         tiny = None
-    shortk = not tiny and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)
-    small = None if tiny or shortk else small_tile(m, n, k, item)
+    shortk = not (tiny or yielded) and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)
+    small = None if tiny or shortk or yielded else small_tile(m, n, k, item)
     if small and past_small_limits(m, n, k) and mm._matmul_routes.x3_short_k_takes(c.dtype, m, n, k, device_id):
         small = None  # (a short k takes X3 before the short-k tiles)
     dots = not (tiny or shortk or small or yielded) and batch_dots_takes(m, k, n, products, device_id, c.dtype)
