@@ -78,7 +78,7 @@ SMALLEST = TILES[5]
 # holds the batch (batch_tile). A C within one 32 x 32 tile takes it from BATCH_SHORT_DEPTH deep, ahead of the tiny
 # kernel's 32-wide tiles, which ran it slower at every depth timed (docs/NOTES.md, session 49).
 BATCH_TILES = (TILES[9], SMALLEST)
-BATCH_TILE_MIN_FILL, BATCH_SHORT_DEPTH = 0.25, 17
+BATCH_TILE_MIN_FILL, BATCH_SHORT_DEPTH = 0.125, 17
 # FP64 products at least MIN_DEPTH deep (a batch's products together) whose C gives MIN_ROUND of the SMs a SMALLEST
 # tile: the PLANNED tiles, k whole. They outran the register tiles on every such product timed, batches and k from
 # 48 to 255 included (docs/NOTES.md, session 37). A k of at most _matmul_batch.SHORT_K_F64 (a batch's: the small
@@ -230,11 +230,11 @@ def fits(tile: DmmaTile, device_id: int) -> bool:
 
 def planned(m: int, n: int, k: int, device_id: int, count: int = 1) -> bool:
     """Whether matmul's planner weighs the PLANNED tiles alone (those that fit) for `count` m x k x n FP64 products:
-    sm_80 and later with room for one of them, k at least MIN_DEPTH (one product of even sides: or within
-    SHORT_DEPTHS), both sides of C past _tune.NARROW_SIDE, and the products' C giving MIN_ROUND of the SMs a SMALLEST
-    tile."""
+    sm_80 and later with room for one of them, k at least MIN_DEPTH (a batch: BATCH_SHORT_DEPTH; one product of even
+    sides: or within SHORT_DEPTHS), both sides of C past _tune.NARROW_SIDE, and the products' C giving MIN_ROUND of the
+    SMs a SMALLEST tile."""
     short = count == 1 and SHORT_DEPTHS[0] <= k <= SHORT_DEPTHS[1] and m % 2 == 0 and n % 2 == 0
-    deep_enough = k >= MIN_DEPTH or short
+    deep_enough = k >= (MIN_DEPTH if count == 1 else BATCH_SHORT_DEPTH) or short
     return (deep_enough and min(m, n) > _tune.NARROW_SIDE and _tune.compute_capability(device_id) >= 80
             and count * -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) >= MIN_ROUND * sm_count(device_id)
             and any(fits(t, device_id) for t in PLANNED))

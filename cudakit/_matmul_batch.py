@@ -255,9 +255,10 @@ def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0, itemsize: in
 
 def tiny_yields(m: int, n: int, k: int, count: int, device_id: int, itemsize: int) -> bool:
     """Whether `count` FP64 m x k x n products run on the pipelined kernel's 32 x 32 tile instead of the tiny kernel,
-    where _dmma.batch_tile gives it: a k past TINY_MAX_K, or a C past the tiny kernel's 16 x 16 tile that fills a
-    quarter of the 32 x 32 one."""
-    short_yields = max(m, n) > min(TINY_TILES[0]) and _dmma.fills_batch_tile(m, n)
+    where _dmma.batch_tile gives it: a k past TINY_MAX_K, or a C at least 16 on each side and past the tiny kernel's
+    16 x 16 tile (as timed: docs/NOTES.md, session 49)."""
+    side = min(TINY_TILES[0])
+    short_yields = min(m, n) >= side and max(m, n) > side
     return (itemsize == 8 and (k > TINY_MAX_K or short_yields)
             and _dmma.batch_tile(m, n, k, device_id, count) == _dmma.BATCH_TILES[0])
 

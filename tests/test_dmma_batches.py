@@ -16,11 +16,12 @@ mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is 
 @pytest.mark.gpu
 @pytest.mark.parametrize("bmkn", [(50, 5, 749, 22), (30, 25, 450, 15), (20, 10, 923, 12), (3, 27, 700, 51),
                                   (1500, 20, 300, 30), (1500, 16, 300, 16),  # (not the dots kernel)
-                                  (2000, 32, 40, 32), (500, 24, 17, 20), (300, 17, 109, 200)], ids=str)
+                                  (2000, 32, 40, 32), (500, 24, 17, 20), (300, 17, 109, 200), (200, 8, 145, 333)],
+                         ids=str)
 def test_fp64_batches_of_a_small_c_take_the_32_tile(bmkn, monkeypatch):
     """FP64 products of a small C over a long k, as many as a round of the pipelined kernel's 32 x 32 blocks holds,
-    or any number of them where each C fills a quarter of that tile (from _dmma.BATCH_SHORT_DEPTH deep where C is past
-    16 x 16), or a narrow C filling a quarter of its 32 x 32 tiles: that tile (_dmma.BATCH_TILES[0]), not the tiny
+    or any number of them where each C fills an eighth of that tile (from _dmma.BATCH_SHORT_DEPTH deep where C is past
+    16 x 16), or a narrow C filling an eighth of its 32 x 32 tiles: that tile (_dmma.BATCH_TILES[0]), not the tiny
     kernel, whose chunks of k ran with their latency exposed, nor the register tiles; on C-order operands, an A whose
     rows are off 16 bytes, and an F-order B; outputs poisoned first."""
     import cupy
@@ -77,24 +78,25 @@ def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch)
 
         assert pipelined(512, 512, 512, 64) and pipelined(253, 110, 594, 233) and pipelined(1024, 1024, 1024, 10)
         assert pipelined(1433, 235, 1593) and pipelined(4096, 64, 4096) and pipelined(3852, 48, 35072)
-        assert not pipelined(3852, 47, 35072) and not pipelined(4096, 40, 4096, 8)  # k under MIN_DEPTH
+        assert not pipelined(3852, 47, 35072) and not pipelined(4096, 16, 4096, 8)  # k under MIN_DEPTH (a batch's)
+        assert pipelined(4096, 17, 4096, 8) and pipelined(100, 20, 100, 1000)  # (a batch: from BATCH_SHORT_DEPTH)
         # one product 9 to 16 deep too (session 41: 0.93-1.30x cuBLAS); not 8 (the short-k writer), not a batch
         assert pipelined(6000, 16, 6000) and pipelined(2000, 9, 2000) and not pipelined(2000, 17, 2000)
         assert not pipelined(2001, 12, 2000) and not pipelined(2000, 12, 1999)  # an odd side: the short-k writer
         assert not pipelined(6000, 8, 6000) and not pipelined(512, 12, 512, 64) and not pipelined(536, 12, 11)
         assert not pipelined(536, 929, 11) and not pipelined(256, 512, 256)  # a narrow C; 16 tiles
         # a batch of too few tiles: the 32 x 32 tile where a round of its blocks holds the batch (session 48; the
-        # model's 255 registers a thread leave it 264 blocks), or where each C fits it and fills a quarter of it; a
-        # narrow C that fills a quarter of its 32 x 32 tiles: that tile at any count (session 49); else SMALLEST
+        # model's 255 registers a thread leave it 264 blocks), or where each C fits it and fills an eighth of it; a
+        # narrow C that fills an eighth of its 32 x 32 tiles: that tile at any count (session 49); else SMALLEST
         # alone within one round of its blocks (session 38)
         for m, k, n, count in ((256, 512, 256, 6), (304, 796, 57, 17)):  # (340-384 of 32 x 32)
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.SMALLEST, (m, k, n, count)
         for m, k, n, count in ((27, 700, 51, 2), (5, 749, 22, 200), (522, 954, 8, 15), (20, 300, 30, 5000),
                                (536, 929, 11, 22), (536, 929, 11, 1000), (17, 109, 786, 1860), (32, 17, 32, 100)):
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.BATCH_TILES[0], (m, k, n, count)
-        assert mm.plan(0, f64, 8, 8, 500, 3000)[0] != _dmma.BATCH_TILES[0]  # (a C under a quarter of it, past a round)
+        assert mm.plan(0, f64, 8, 8, 500, 3000)[0] != _dmma.BATCH_TILES[0]  # (a C under an eighth of it, past a round)
         assert mm.plan(0, f64, 32, 32, 16, 100)[0] != _dmma.BATCH_TILES[0]  # (under BATCH_SHORT_DEPTH)
-        assert not pipelined(536, 47, 11, 22) and not pipelined(40, 47, 40, 1000)  # k under MIN_DEPTH, C past a tile
+        assert not pipelined(536, 47, 11, 22)  # a narrow C past a 32 x 32 tile, k under MIN_DEPTH
         # planned batches weigh the 32 x 32 tile beside PLANNED: it pads 200 x 200 and 96 x 96 less than 64 x 64
         for m, k, n, count in ((200, 500, 200, 10), (96, 256, 96, 200)):
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.BATCH_TILES[0], (m, k, n, count)

@@ -293,7 +293,8 @@ def pipelined_fp64(small: bool) -> int:
             _dmma.split_launcher(A, B, out, tile, 3, 352, halves=True)(A, B, out)  # odd lds: lines in halves
             assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, "halves", oa, ob)
             runs += 2
-    for tile in _dmma.PLANNED:  # a batch of odd steps and lds: every other product starts off 16 bytes
+    for tile in dict.fromkeys(_dmma.PLANNED + _dmma.BATCH_TILES):  # a batch of odd steps and lds: every other
+        # product starts off 16 bytes
         count, m, k, n = 3, 67, 37, 69
         A, B = rand((count, m, k), np.float64), rand((count, k, n), np.float64)
         out = cupy.empty((count, m, n), np.float64)
