@@ -74,9 +74,9 @@ SMALLEST = TILES[5]
 # Batches that `planned` leaves take the 32 x 32 tile where a round of its blocks holds the whole batch (a small C
 # over a long k: the 64 x 64 tile left most SMs idle, the tiny kernel ran its chunks' latency exposed), or, at any
 # count, where C is narrow (a side of at most _tune.NARROW_SIDE) and fills BATCH_TILE_MIN_FILL of its padded tiles
-# (the register tiles ran such batches at half the 32 x 32 tile's speed); else SMALLEST where a round of its blocks
-# holds the batch (batch_tile). A C within one 32 x 32 tile takes it from BATCH_SHORT_DEPTH deep, ahead of the tiny
-# kernel's 32-wide tiles, which ran it slower at every depth timed (docs/NOTES.md, session 49).
+# (the register tiles ran such batches at half its speed); else SMALLEST where a round of its blocks holds the batch
+# (batch_tile). Batches take these tiles, and `planned`'s, from BATCH_SHORT_DEPTH deep, ahead of the small-product
+# kernel and the tiny kernel's 32-wide tiles, which ran them slower at every depth timed (docs/NOTES.md, session 49).
 BATCH_TILES = (TILES[9], SMALLEST)
 BATCH_TILE_MIN_FILL, BATCH_SHORT_DEPTH = 0.125, 17
 # FP64 products at least MIN_DEPTH deep (a batch's products together) whose C gives MIN_ROUND of the SMs a SMALLEST
@@ -250,17 +250,14 @@ def fills_batch_tile(m: int, n: int) -> bool:
 
 def batch_tile(m: int, n: int, k: int, device_id: int, count: int) -> DmmaTile | None:
     """The tile matmul's planner puts `count` m x k x n FP64 products (a batch) that `planned` leaves (a narrow C, or
-    too few tiles) on alone, k whole, or None: sm_80 and later, k at least MIN_DEPTH, and the 32 x 32 tile where C is
-    narrow and fills BATCH_TILE_MIN_FILL of its padded tiles (a C within one of them: from BATCH_SHORT_DEPTH deep),
-    else the first of BATCH_TILES whose grid is within one round of its resident blocks (there the register tiles
-    leave SMs idle too; session 38: SMALLEST 1.0-2.7x them)."""
+    too few tiles) on alone, k whole, or None: sm_80 and later, k at least BATCH_SHORT_DEPTH, and the 32 x 32 tile
+    where C is narrow and fills BATCH_TILE_MIN_FILL of its padded tiles, else the first of BATCH_TILES whose grid is
+    within one round of its resident blocks (there the register tiles leave SMs idle too; session 38: SMALLEST
+    1.0-2.7x them)."""
     if count <= 1 or k < BATCH_SHORT_DEPTH or _tune.compute_capability(device_id) < 80:
         return None
-    tile = BATCH_TILES[0]
-    if fills_batch_tile(m, n) and (k >= MIN_DEPTH or max(m, n) <= min(tile.bm, tile.bn)) and fits(tile, device_id):
-        return tile
-    if k < MIN_DEPTH:
-        return None
+    if fills_batch_tile(m, n) and fits(BATCH_TILES[0], device_id):
+        return BATCH_TILES[0]
     for tile in BATCH_TILES:
         grid = count * -(-m // tile.bm) * -(-n // tile.bn)  # (the shared memory's bound first: no compile)
         if (fits(tile, device_id) and grid <= sm_count(device_id) * (shared_per_block(device_id) // tile.shared_bytes)

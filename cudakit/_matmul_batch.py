@@ -235,6 +235,11 @@ TINY_CHUNK, TINY_SPLIT_CHUNK = 64, 32  # as in kernels/matmul_small.cuh
 TINY_GROUPS = (1, 4)  # as instantiated
 TINY_SPLIT_BELOW = 16
 TINY_ONE_PART_MAX_K = 640
+# FP64 batches at least _dmma.BATCH_SHORT_DEPTH deep whose C is at least PIPELINED_MIN_SIDE on each side go to the
+# pipelined kernel's tiles where the planner puts them there, ahead of the small-product and short-k kernels and of
+# the tiny kernel's tiles past 16 x 16: they ran 1.2-2.1x faster there on every such batch timed, k from 17 to 64
+# (docs/NOTES.md, session 49). A narrower C was not timed.
+PIPELINED_MIN_SIDE = 16
 
 
 def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0, itemsize: int = 4) -> tuple[int, int] | None:
@@ -255,12 +260,19 @@ def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0, itemsize: in
 
 def tiny_yields(m: int, n: int, k: int, count: int, device_id: int, itemsize: int) -> bool:
     """Whether `count` FP64 m x k x n products run on the pipelined kernel's 32 x 32 tile instead of the tiny kernel,
-    where _dmma.batch_tile gives it: a k past TINY_MAX_K, or a C at least 16 on each side and past the tiny kernel's
-    16 x 16 tile (as timed: docs/NOTES.md, session 49)."""
-    side = min(TINY_TILES[0])
-    short_yields = min(m, n) >= side and max(m, n) > side
+    where _dmma.batch_tile gives it: a k past TINY_MAX_K, or a C at least PIPELINED_MIN_SIDE on each side and past
+    the tiny kernel's 16 x 16 tile."""
+    short_yields = min(m, n) >= PIPELINED_MIN_SIDE and max(m, n) > min(TINY_TILES[0])
     return (itemsize == 8 and (k > TINY_MAX_K or short_yields)
             and _dmma.batch_tile(m, n, k, device_id, count) == _dmma.BATCH_TILES[0])
+
+
+def pipelined_takes(m: int, n: int, k: int, count: int, device_id: int, itemsize: int) -> bool:
+    """Whether `count` FP64 m x k x n products go to the pipelined kernel's tiles ahead of the small-product and short-k
+    kernels: from _dmma.BATCH_SHORT_DEPTH deep, C at least PIPELINED_MIN_SIDE on each side, where the planner puts
+    them there (_dmma.planned or batch_tile)."""
+    return (itemsize == 8 and k >= _dmma.BATCH_SHORT_DEPTH and min(m, n) >= PIPELINED_MIN_SIDE
+            and (_dmma.planned(m, n, k, device_id, count) or _dmma.batch_tile(m, n, k, device_id, count) is not None))
 
 
 def tiny_reads(a0, b0) -> bool:
@@ -335,8 +347,9 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     yielded = bool(tiny) and tiny_yields(m, n, k, products, device_id, item)
     if tiny and (yielded or (k > TINY_MAX_K and not tiny_reads(a0, b0))):
         tiny = None
-    shortk = not (tiny or yielded) and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)
-    small = None if tiny or shortk or yielded else small_tile(m, n, k, item)
+    pipelined_first = not tiny and pipelined_takes(m, n, k, products, device_id, item)
+    shortk = not (tiny or pipelined_first) and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)
+    small = None if tiny or shortk or pipelined_first else small_tile(m, n, k, item)
     if small and past_small_limits(m, n, k) and mm._matmul_routes.x3_short_k_takes(c.dtype, m, n, k, device_id):
         small = None  # (a short k takes X3 before the short-k tiles)
     dots = not (tiny or shortk or small or yielded) and batch_dots_takes(m, k, n, products, device_id, c.dtype)

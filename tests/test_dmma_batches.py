@@ -96,7 +96,8 @@ def test_fp64_batches_and_short_k_products_plan_the_pipelined_tiles(monkeypatch)
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.BATCH_TILES[0], (m, k, n, count)
         assert mm.plan(0, f64, 8, 8, 500, 3000)[0] != _dmma.BATCH_TILES[0]  # (a C under an eighth of it, past a round)
         assert mm.plan(0, f64, 32, 32, 16, 100)[0] != _dmma.BATCH_TILES[0]  # (under BATCH_SHORT_DEPTH)
-        assert not pipelined(536, 47, 11, 22)  # a narrow C past a 32 x 32 tile, k under MIN_DEPTH
+        assert mm.plan(0, f64, 536, 11, 47, 22)[0] == _dmma.BATCH_TILES[0]  # (a narrow C from BATCH_SHORT_DEPTH)
+        assert not pipelined(536, 16, 11, 22)  # (under it)
         # planned batches weigh the 32 x 32 tile beside PLANNED: it pads 200 x 200 and 96 x 96 less than 64 x 64
         for m, k, n, count in ((200, 500, 200, 10), (96, 256, 96, 200)):
             assert mm.plan(0, f64, m, n, k, count)[0] == _dmma.BATCH_TILES[0], (m, k, n, count)

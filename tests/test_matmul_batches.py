@@ -56,17 +56,21 @@ def test_batches_of_a_short_k_past_the_small_kernel_take_the_short_k_writer(dtyp
 def test_batches_of_small_products_take_the_small_kernel(dtype, bmkn, monkeypatch):
     """Batches of short-k or small-C products on the small-product kernel: C order, F-order and broadcast
     operands, k shorter than a slice, a partial last slice, every tile that the planner picks among these shapes
-    (FP64 batches the 32 x 32 DMMA tile takes from the tiny kernel skip it too: tiny_yields); the output poisoned
-    first."""
+    (FP64 batches that the pipelined DMMA kernel takes first skip it: tiny_yields, pipelined_takes); the output
+    poisoned first."""
     import cupy
+    from cudakit import _dmma
 
     count, m, k, n = bmkn
-    tile = _matmul_batch.small_tile(m, n, k, np.dtype(dtype).itemsize)
+    item, device_id = np.dtype(dtype).itemsize, cupy.cuda.Device().id
+    tile = _matmul_batch.small_tile(m, n, k, item)
     assert tile is not None, bmkn
-    yields = _matmul_batch.tiny_tile(m, n, k) and _matmul_batch.tiny_yields(m, n, k, count, cupy.cuda.Device().id,
-                                                                             np.dtype(dtype).itemsize)
-    taken = []
+    to_pipelined = (_matmul_batch.tiny_yields(m, n, k, count, device_id, item) if _matmul_batch.tiny_tile(m, n, k)
+                    else _matmul_batch.pipelined_takes(m, n, k, count, device_id, item))
+    taken, pipelined = [], []
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
     monkeypatch.setattr(_matmul_batch, "small_launches", lambda *args, run=_matmul_batch.small_launches: taken.append(args[0]) or run(*args))
+    monkeypatch.setattr(_dmma, "launches", lambda *a, make=_dmma.launches, **kw: pipelined.append(a[3]) or make(*a, **kw))
     operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype)),
                 (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, n, k), dtype).transpose(0, 2, 1)),
                 (random_array((m, k), dtype), random_array((count, k, n), dtype)),
@@ -75,7 +79,7 @@ def test_batches_of_small_products_take_the_small_kernel(dtype, bmkn, monkeypatc
         out = poisoned((count, m, n), dtype)
         assert cudakit.matmul(a, b, out=out) is out
         assert_close(out, ref64(a, b), dtype, k, f"{bmkn} {a.strides} {b.strides}")
-    assert not taken if yields else taken and set(taken) == {tile}
+    assert (not taken and pipelined) if to_pipelined else (taken and set(taken) == {tile}), (taken, pipelined)
 
 
 TINY_BATCHES = [(50, 32, 32, 32), (7, 16, 16, 16), (5, 17, 1, 5), (6, 2, 63, 31), (3, 32, 64, 20), (4, 9, 12, 32),
