@@ -83,7 +83,7 @@ BATCH_TILE_MIN_FILL, BATCH_SHORT_DEPTH = 0.125, 17
 # tile: the PLANNED tiles, k whole. They outran the register tiles on every such product timed, batches and k from
 # 48 to 255 included (docs/NOTES.md, session 37). A k of at most _matmul_batch.SHORT_K_F64 (a batch's: the small
 # kernel's limits, or SHORT_K_F64_BATCH, or SHORT_K_F64 for an odd n) takes the small-product kernel before the
-# planner; k from there to 47 was not timed and keeps the register tiles.
+# planner; one product from there to 47 deep was not timed and keeps the register tiles (batches: BATCH_SHORT_DEPTH).
 MIN_DEPTH, MIN_ROUND = 48, 0.8
 # 2-D FP64 products SHORT_DEPTHS deep with both sides of C even are planned so too: PLANNED ran them at 0.88-1.65x
 # cuBLAS, where the short-k writer ran 0.71-0.93x; an odd side (C's lines stored a double at a time, or its pairs off
