@@ -235,11 +235,11 @@ TINY_CHUNK, TINY_SPLIT_CHUNK = 64, 32  # as in kernels/matmul_small.cuh
 TINY_GROUPS = (1, 4)  # as instantiated
 TINY_SPLIT_BELOW = 16
 TINY_ONE_PART_MAX_K = 640
-# FP64 batches at least _dmma.BATCH_SHORT_DEPTH deep whose C is at least PIPELINED_MIN_SIDE on each side go to the
-# pipelined kernel's tiles where the planner puts them there, ahead of the small-product and short-k kernels and of
-# the tiny kernel's tiles past 16 x 16: they ran 1.2-2.1x faster there on every such batch timed, k from 17 to 64
-# (docs/NOTES.md, session 49). A narrower C was not timed.
-PIPELINED_MIN_SIDE = 16
+# FP64 batches at least _dmma.BATCH_SHORT_DEPTH deep go to the pipelined kernel's tiles where the planner puts them
+# there, ahead of the small-product and short-k kernels (pipelined_takes), and so do the tiny kernel's whose C is at
+# least TINY_YIELD_SIDE on each side and past its 16 x 16 tile (tiny_yields): they ran 1.07-2.1x faster there on every
+# such batch timed, k from 17 to 64 (docs/NOTES.md, session 49). A narrower tiny C was not timed there.
+TINY_YIELD_SIDE = 16
 
 
 def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0, itemsize: int = 4) -> tuple[int, int] | None:
@@ -260,18 +260,17 @@ def tiny_tile(m: int, n: int, k: int, products_per_sm: float = 0.0, itemsize: in
 
 def tiny_yields(m: int, n: int, k: int, count: int, device_id: int, itemsize: int) -> bool:
     """Whether `count` FP64 m x k x n products run on the pipelined kernel's 32 x 32 tile instead of the tiny kernel,
-    where _dmma.batch_tile gives it: a k past TINY_MAX_K, or a C at least PIPELINED_MIN_SIDE on each side and past
-    the tiny kernel's 16 x 16 tile."""
-    short_yields = min(m, n) >= PIPELINED_MIN_SIDE and max(m, n) > min(TINY_TILES[0])
+    where _dmma.batch_tile gives it: a k past TINY_MAX_K, or a C at least TINY_YIELD_SIDE on each side and past the
+    tiny kernel's 16 x 16 tile."""
+    short_yields = min(m, n) >= TINY_YIELD_SIDE and max(m, n) > min(TINY_TILES[0])
     return (itemsize == 8 and (k > TINY_MAX_K or short_yields)
             and _dmma.batch_tile(m, n, k, device_id, count) == _dmma.BATCH_TILES[0])
 
 
 def pipelined_takes(m: int, n: int, k: int, count: int, device_id: int, itemsize: int) -> bool:
     """Whether `count` FP64 m x k x n products go to the pipelined kernel's tiles ahead of the small-product and short-k
-    kernels: from _dmma.BATCH_SHORT_DEPTH deep, C at least PIPELINED_MIN_SIDE on each side, where the planner puts
-    them there (_dmma.planned or batch_tile)."""
-    return (itemsize == 8 and k >= _dmma.BATCH_SHORT_DEPTH and min(m, n) >= PIPELINED_MIN_SIDE
+    kernels: from _dmma.BATCH_SHORT_DEPTH deep, where the planner puts them there (_dmma.planned or batch_tile)."""
+    return (itemsize == 8 and k >= _dmma.BATCH_SHORT_DEPTH
             and (_dmma.planned(m, n, k, device_id, count) or _dmma.batch_tile(m, n, k, device_id, count) is not None))
 
 
