@@ -1,7 +1,7 @@
 """FP64 matrix products on the tensor cores through kernels/matmul_dmma.cu (matmul_dmma_async): a cp.async ring of
 swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant's planner
-(_matmul_plan.py) weighs its PLANNED tiles alone, k whole, where `planned` holds (a batch's batch_tile alone where
-there is one; k split where `mid_splits`), and split_plan's tile beside the register tiles for a small C with a long
+(_matmul_plan.py) weighs its PLANNED tiles alone, k whole, where `planned` holds (a batch: the 32 x 32 tile besides;
+a batch's batch_tile alone where there is one; k split where `mid_splits`), and split_plan's tile beside the register tiles for a small C with a long
 k (SMALLEST alone where split_plan picks it for a C past _tune.NARROW_SIDE); run() takes float64 operands of any
 layout (2-D, or a batch given as strides); tools/dmma_probe.py times every tile against cuBLAS.
 """
@@ -83,7 +83,8 @@ BATCH_TILE_MIN_FILL, BATCH_SHORT_DEPTH = 0.125, 17
 # tile: the PLANNED tiles, k whole. They outran the register tiles on every such product timed, batches and k from
 # 48 to 255 included (docs/NOTES.md, session 37). A k of at most _matmul_batch.SHORT_K_F64 (a batch's: the small
 # kernel's limits, or SHORT_K_F64_BATCH, or SHORT_K_F64 for an odd n) takes the small-product kernel before the
-# planner; one product from there to 47 deep was not timed and keeps the register tiles (batches: BATCH_SHORT_DEPTH).
+# planner, but a batch from BATCH_SHORT_DEPTH deep that these tiles take (_matmul_batch.pipelined_takes); one product
+# from there to 47 deep was not timed and keeps the register tiles.
 MIN_DEPTH, MIN_ROUND = 48, 0.8
 # 2-D FP64 products SHORT_DEPTHS deep with both sides of C even are planned so too: PLANNED ran them at 0.88-1.65x
 # cuBLAS, where the short-k writer ran 0.71-0.93x; an odd side (C's lines stored a double at a time, or its pairs off
@@ -229,10 +230,10 @@ def fits(tile: DmmaTile, device_id: int) -> bool:
 
 
 def planned(m: int, n: int, k: int, device_id: int, count: int = 1) -> bool:
-    """Whether matmul's planner weighs the PLANNED tiles alone (those that fit) for `count` m x k x n FP64 products:
-    sm_80 and later with room for one of them, k at least MIN_DEPTH (a batch: BATCH_SHORT_DEPTH; one product of even
-    sides: or within SHORT_DEPTHS), both sides of C past _tune.NARROW_SIDE, and the products' C giving MIN_ROUND of the
-    SMs a SMALLEST tile."""
+    """Whether matmul's planner weighs the PLANNED tiles alone (those that fit; a batch: with BATCH_TILES[0]) for
+    `count` m x k x n FP64 products: sm_80 and later with room for one of them, k at least MIN_DEPTH (a batch:
+    BATCH_SHORT_DEPTH; one product of even sides: or within SHORT_DEPTHS), both sides of C past _tune.NARROW_SIDE,
+    and the products' C giving MIN_ROUND of the SMs a SMALLEST tile."""
     short = count == 1 and SHORT_DEPTHS[0] <= k <= SHORT_DEPTHS[1] and m % 2 == 0 and n % 2 == 0
     deep_enough = k >= (MIN_DEPTH if count == 1 else BATCH_SHORT_DEPTH) or short
     return (deep_enough and min(m, n) > _tune.NARROW_SIDE and _tune.compute_capability(device_id) >= 80

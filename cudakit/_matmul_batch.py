@@ -105,7 +105,8 @@ SMALL_WIDE = ((8, 128), (128, 8))  # the tiles whose slice loads spill registers
 # SHORT_K_F64 deep (batches: SHORT_K_F64_BATCH, or SHORT_K_F64 where n is odd) are bound by writing C: the
 # small-product kernel's 32 x 64 tile, whose warps store whole rows of C, writes it faster than the tensor-core tiles'
 # fragments do, whatever C's size (a 2-D C at most 32 wide: the small tile padding it least, short_k_tile). A batch
-# of even n past SHORT_K_F64_BATCH stored C faster on the tiles, whose rows of C are then whole 16-byte pairs.
+# of even n past SHORT_K_F64_BATCH stored C faster on the tiles, whose rows of C are then whole 16-byte pairs. From
+# _dmma.BATCH_SHORT_DEPTH deep, batches the pipelined tiles take go there first (pipelined_takes).
 SHORT_K_F64 = 32
 SHORT_K_F64_BATCH = 16
 # FP32 products (2-D, both sides of C past _tune.NARROW_SIDE) at most SHORT_K_F32 deep likewise: the wide short-k
@@ -171,7 +172,8 @@ def small_tile(m: int, n: int, k: int, itemsize: int = 4) -> tuple[int, int] | N
     column of tiles, B once per row of them, and C), plus SMALL_WORK_WEIGHT times its padded C, each output weighed by
     its thread's shared-memory reads per multiply-add (a read of B for its OUT outputs besides theirs of A:
     1 + 1 / OUT). Past its limits, a short k still takes it, on the short-k tiles (SHORT_K_F64_BATCH and SHORT_K_F64,
-    SHORT_K_F32_BATCH; _batched_launches gives FP32's to X3 where x3_short_k_takes)."""
+    SHORT_K_F32_BATCH; _batched_launches gives FP32's to X3 where x3_short_k_takes, and FP64 batches to the pipelined
+    tiles where pipelined_takes)."""
     if past_small_limits(m, n, k):
         if itemsize == 8:
             return SHORT_K_TILE if k <= SHORT_K_F64_BATCH or (k <= SHORT_K_F64 and n % 2) else None
@@ -221,7 +223,7 @@ def small_lda(bm: int, itemsize: int) -> int:
 # exposed), where C is more than one of the dots kernel's parts or k at most TINY_ONE_PART_MAX_K (a C of one part over
 # a deeper k ran faster on the dots kernel, whose blocks split k; a shallower one slower: docs/NOTES.md, session 40),
 # and where it reads A's and B's rows in place. FP64 batches the pipelined kernel's 32 x 32 tile takes go there
-# instead, at a deep k or a C past the 16 x 16 tile (tiny_yields).
+# instead, at a deep k or a C at least TINY_YIELD_SIDE on each side and past the 16 x 16 tile (tiny_yields).
 # With fewer than TINY_SPLIT_BELOW products an SM and a k past TINY_GROUPS[-1] split chunks, each product's k is cut
 # among TINY_GROUPS[-1] groups of a block's threads, each staging its own TINY_SPLIT_CHUNK of k
 # (kernels/matmul_small.cuh): the block keeps that many chunks in flight, and a product's rounds each take
@@ -347,7 +349,7 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     if tiny and (yielded or (k > TINY_MAX_K and not tiny_reads(a0, b0))):
         tiny = None
     pipelined_first = not tiny and pipelined_takes(m, n, k, products, device_id, item)
-    shortk = not (tiny or pipelined_first) and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)
+    shortk = not tiny and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)  # (k under BATCH_SHORT_DEPTH)
     small = None if tiny or shortk or pipelined_first else small_tile(m, n, k, item)
     if small and past_small_limits(m, n, k) and mm._matmul_routes.x3_short_k_takes(c.dtype, m, n, k, device_id):
         small = None  # (a short k takes X3 before the short-k tiles)

@@ -19,7 +19,8 @@ DTYPES = [np.float32, np.float64]
 
 SMALL_BATCHES = [(40, 32, 32, 32), (7, 1, 3, 149), (9, 8, 2, 264), (5, 29, 7, 246), (6, 43, 64, 4), (3, 300, 17, 1),
                  (4, 64, 30, 64), (3, 60, 20, 100), (2, 17, 33, 200), (5, 110, 16, 70), (3, 16, 20, 60),
-                 (4, 120, 40, 7), (6, 64, 24, 32)]
+                 (4, 120, 40, 7), (6, 64, 24, 32),
+                 (4, 20, 16, 68), (5, 120, 16, 16)]  # (FP64's 32 x 32 and 64 x 16 tiles: shallower than the DMMA tiles')
 SHORT_K_BATCHES = [(3, 70, 9, 131), (2, 130, 5, 257), (5, 511, 2, 31), (4, 100, 16, 100), (3, 3000, 1, 7)]
 
 
@@ -76,10 +77,13 @@ def test_batches_of_small_products_take_the_small_kernel(dtype, bmkn, monkeypatc
                 (random_array((m, k), dtype), random_array((count, k, n), dtype)),
                 (random_array((count, m, k), dtype), cupy.broadcast_to(random_array((k, n), dtype), (count, k, n)))]
     for a, b in operands:
+        pipelined.clear()
         out = poisoned((count, m, n), dtype)
         assert cudakit.matmul(a, b, out=out) is out
         assert_close(out, ref64(a, b), dtype, k, f"{bmkn} {a.strides} {b.strides}")
-    assert (not taken and pipelined) if to_pipelined else (taken and set(taken) == {tile}), (taken, pipelined)
+        # (n = 1: the matvec kernels take a stack of C-contiguous matrices first)
+        assert bool(pipelined) == to_pipelined or (n == 1 and not pipelined), (a.strides, b.strides, pipelined)
+    assert not taken if to_pipelined else taken and set(taken) == {tile}, taken
 
 
 TINY_BATCHES = [(50, 32, 32, 32), (7, 16, 16, 16), (5, 17, 1, 5), (6, 2, 63, 31), (3, 32, 64, 20), (4, 9, 12, 32),
@@ -96,13 +100,15 @@ def test_batches_of_tiny_products_take_the_tiny_kernel(dtype, bmkn, monkeypatch)
     kernel (but with k = 1, whose rows of A are one element); FP64 batches the 32 x 32 DMMA tile takes skip it
     (tiny_yields). The output poisoned first."""
     import cupy
+    from cudakit import _dmma
 
     count, m, k, n = bmkn
     tile = _matmul_batch.tiny_tile(m, n, k)
     assert tile == (16 if m <= 16 else 32, 16 if n <= 16 else 32)
     yields = _matmul_batch.tiny_yields(m, n, k, count, cupy.cuda.Device().id, np.dtype(dtype).itemsize)
-    taken = []
+    taken, pipelined = [], []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})  # each geometry's launches made anew, here
+    monkeypatch.setattr(_dmma, "launches", lambda *a, make=_dmma.launches, **kw: pipelined.append(a[3]) or make(*a, **kw))
     monkeypatch.setattr(_matmul_batch, "tiny_launches",
                         lambda *args, run=_matmul_batch.tiny_launches: taken.append(run(*args)) or taken[-1])
     wide = random_array((count, m, k + 3), dtype)
@@ -112,10 +118,12 @@ def test_batches_of_tiny_products_take_the_tiny_kernel(dtype, bmkn, monkeypatch)
                 (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, k, n), dtype), k == 1)]
     for a, b, tiny in operands:
         taken.clear()
+        pipelined.clear()
         out = poisoned((count, m, n), dtype)
         assert cudakit.matmul(a, b, out=out) is out
         assert_close(out, ref64(a, b), dtype, k, f"{bmkn} {a.strides} {b.strides}")
         assert [launches is not None for launches in taken] == ([] if yields else [tiny]), (a.strides, b.strides)
+        assert pipelined == ([_dmma.BATCH_TILES[0]] if yields else []), (a.strides, b.strides, pipelined)
 
 
 @pytest.mark.gpu
