@@ -1,9 +1,10 @@
 """FP64 matrix products on the tensor cores through kernels/matmul_dmma.cu (matmul_dmma_async): a cp.async ring of
 swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant's planner
 (_matmul_plan.py) weighs its PLANNED tiles alone, k whole, where `planned` holds (a batch: the 32 x 32 tile besides;
-a batch's batch_tile alone where there is one; k split where `mid_splits`), and split_plan's tile beside the register tiles for a small C with a long
-k (SMALLEST alone where split_plan picks it for a C past _tune.NARROW_SIDE); run() takes float64 operands of any
-layout (2-D, or a batch given as strides); tools/dmma_probe.py times every tile against cuBLAS.
+a batch's batch_tile alone where there is one; k split where `mid_splits`), and split_plan's tile beside the register
+tiles for a small C with a long k (SMALLEST alone where split_plan picks it for a C past _tune.NARROW_SIDE); run()
+takes float64 operands of any layout (2-D, or a batch given as strides); tools/dmma_probe.py times every tile against
+cuBLAS.
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ DTYPES = [np.float32, np.float64]
 SMALL_BATCHES = [(40, 32, 32, 32), (7, 1, 3, 149), (9, 8, 2, 264), (5, 29, 7, 246), (6, 43, 64, 4), (3, 300, 17, 1),
                  (4, 64, 30, 64), (3, 60, 20, 100), (2, 17, 33, 200), (5, 110, 16, 70), (3, 16, 20, 60),
                  (4, 120, 40, 7), (6, 64, 24, 32),
-                 (4, 20, 16, 68), (5, 120, 16, 16)]  # (FP64's 32 x 32 and 64 x 16 tiles: shallower than the DMMA tiles')
+                 (4, 20, 16, 68), (5, 120, 16, 16)]  # (FP64's 32 x 32 and 64 x 16 tiles, under the DMMA tiles' k)
 SHORT_K_BATCHES = [(3, 70, 9, 131), (2, 130, 5, 257), (5, 511, 2, 31), (4, 100, 16, 100), (3, 3000, 1, 7)]
 
 
@@ -71,7 +71,8 @@ def test_batches_of_small_products_take_the_small_kernel(dtype, bmkn, monkeypatc
     taken, pipelined = [], []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
     monkeypatch.setattr(_matmul_batch, "small_launches", lambda *args, run=_matmul_batch.small_launches: taken.append(args[0]) or run(*args))
-    monkeypatch.setattr(_dmma, "launches", lambda *a, make=_dmma.launches, **kw: pipelined.append(a[3]) or make(*a, **kw))
+    monkeypatch.setattr(_dmma, "launches",
+                        lambda *a, make=_dmma.launches, **kw: pipelined.append(a[3]) or make(*a, **kw))
     operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype)),
                 (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, n, k), dtype).transpose(0, 2, 1)),
                 (random_array((m, k), dtype), random_array((count, k, n), dtype)),
@@ -108,7 +109,8 @@ def test_batches_of_tiny_products_take_the_tiny_kernel(dtype, bmkn, monkeypatch)
     yields = _matmul_batch.tiny_yields(m, n, k, count, cupy.cuda.Device().id, np.dtype(dtype).itemsize)
     taken, pipelined = [], []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})  # each geometry's launches made anew, here
-    monkeypatch.setattr(_dmma, "launches", lambda *a, make=_dmma.launches, **kw: pipelined.append(a[3]) or make(*a, **kw))
+    monkeypatch.setattr(_dmma, "launches",
+                        lambda *a, make=_dmma.launches, **kw: pipelined.append(a[3]) or make(*a, **kw))
     monkeypatch.setattr(_matmul_batch, "tiny_launches",
                         lambda *args, run=_matmul_batch.tiny_launches: taken.append(run(*args)) or taken[-1])
     wide = random_array((count, m, k + 3), dtype)
