@@ -1,8 +1,8 @@
 """FP64 matrix products on the tensor cores through kernels/matmul_dmma.cu (matmul_dmma_async): a cp.async ring of
 swizzled shared slices and mma.sync (m16n8k8 on sm_90, m8n8k4 on sm_80). The fast variant's planner
 (_matmul_plan.py) weighs its PLANNED tiles alone, k whole, where `planned` holds (a batch: the 32 x 32 tile besides;
-a batch's batch_tile alone where there is one; k split where `mid_splits`), and split_plan's tile beside the register
-tiles for a small C with a long k (SMALLEST alone where split_plan picks it for a C past _tune.NARROW_SIDE); run()
+a batch's batch_tile alone where there is one; k split where `mid_splits`), and split_plan's tile for a small C with a
+long k (alone for a C past _tune.NARROW_SIDE, beside the register tiles for a narrower one); run()
 takes float64 operands of any layout (2-D, or a batch given as strides); tools/dmma_probe.py times every tile against
 cuBLAS.
 """
@@ -93,14 +93,15 @@ MIN_DEPTH, MIN_ROUND = 48, 0.8
 # (which ran k of 4 to 8 faster than the tiles too), batches included.
 SHORT_DEPTHS = (9, 16)
 # FP64 products at least SPLIT_DEPTH deep whose C leaves SMs without a SMALLEST tile: split_plan's tile and split of
-# k (split_launcher; it outran the register-staged DMMA tiles' splits). From LONG_DEPTH on, its tile is one of
-# SPLIT_TILES, weighed beside the register tiles, and its blocks fill one round of the SMs, up to SPLIT_ROUNDS where
-# runs stay MIN_RUN deep, in runs of k about MAX_RUN deep at most (an odd number of slices: _tune.split_depth)
-# (docs/NOTES.md, "The FP64 split's tiles and rounds"). A shallower k, or one where that tile's round would take runs
-# shallower than MIN_RUN, is too little work to keep the larger tiles busy: SMALLEST takes it (alone, for a C past
-# _tune.NARROW_SIDE), in about two rounds of its resident blocks where runs stay SHALLOW_RUNS[0] deep and fill
-# TWO_ROUNDS_FILL of the two, else one round where they stay SHALLOW_RUNS[1] deep (a round and a few blocks ran
-# slower than the round). There it outran the register tiles' split by 1.1-1.4x (docs/NOTES.md, session 45).
+# k (split_launcher: operands read in place, chunks off 16-byte alignment in 8-byte halves). For a C past
+# _tune.NARROW_SIDE the planner takes it alone: the rates' model has no per-block cost and put such products on the
+# register tiles, which ran them slower (docs/NOTES.md, sessions 45 and 50); a narrower C weighs it beside them. From
+# LONG_DEPTH on, its tile is the one of SPLIT_TILES that pads C least, its blocks filling whole rounds of the SMs: one,
+# up to SPLIT_ROUNDS where runs stay MIN_RUN deep, and more where runs of k would pass MAX_RUN (an odd number of
+# slices: _tune.split_depth). A shallower k, or one where that tile's round would take runs shallower than MIN_RUN, is too
+# little work to keep the larger tiles busy: SMALLEST takes it, in about two rounds of its resident blocks where runs
+# stay SHALLOW_RUNS[0] deep and fill TWO_ROUNDS_FILL of the two, else one round where they stay SHALLOW_RUNS[1] deep
+# (a round and a few blocks ran slower than the round).
 SPLIT_DEPTH, LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS, SHALLOW_RUNS = 4096, 16384, 1024, 2048, 2, (256, 128)
 TWO_ROUNDS_FILL = 0.75
 SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 in 32-deep slices
@@ -289,18 +290,20 @@ def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
 
 def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
     """(tile, splits) of split_launcher for a small C with a long k: of the SPLIT_TILES that fit, the one that pads C
-    least (the first of those that pad it alike), k cut so that its blocks fill a round of the SMs, up to SPLIT_ROUNDS
-    where runs stay MIN_RUN deep, in runs of about MAX_RUN at most; for k short of LONG_DEPTH, or where that round's
-    runs would be shallower than MIN_RUN, SMALLEST in about two rounds of its blocks or one (SHALLOW_RUNS)."""
+    least (the first of those that pad it alike), k cut so that its blocks fill whole rounds of the SMs: one, up to
+    SPLIT_ROUNDS where runs stay MIN_RUN deep, more where runs would pass MAX_RUN; for k short of LONG_DEPTH, or where
+    that round's runs would be shallower than MIN_RUN, SMALLEST in about two rounds of its blocks or one
+    (SHALLOW_RUNS)."""
     tiles = [t for t in SPLIT_TILES if fits(t, device_id)]
     tile = min(tiles, key=lambda t: -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn)
     grid = -(-m // tile.bm) * -(-n // tile.bn)
-    one_round = -(-resident(tile, device_id) // grid)
+    one_round = max(1, resident(tile, device_id) // grid)
     if (k < LONG_DEPTH or one_round * MIN_RUN > k) and fits(SMALLEST, device_id):
         grid, slots = -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn), resident(SMALLEST, device_id)
         two_rounds, one_round = min(2 * slots // grid, k // SHALLOW_RUNS[0]), min(slots // grid, k // SHALLOW_RUNS[1])
         return SMALLEST, two_rounds if two_rounds * grid >= TWO_ROUNDS_FILL * 2 * slots else max(1, one_round)
-    return tile, max(one_round, min(SPLIT_ROUNDS * one_round, k // MIN_RUN), -(-k // MAX_RUN))
+    rounds = max(1, min(SPLIT_ROUNDS, k // MIN_RUN // one_round), -(-k // (MAX_RUN * one_round)))
+    return tile, rounds * one_round  # (a round and a few blocks takes as long as two rounds)
 
 
 @functools.lru_cache(maxsize=None)
@@ -330,16 +333,14 @@ def launcher(A, B, out, tile: DmmaTile | None = None):
     return run_launches
 
 
-def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int, halves: bool = False):
+def split_launcher(A, B, out, tile: DmmaTile, splits: int, depth: int):
     """f(A, B, out): A @ B as `splits` products over consecutive runs of `depth` of k (the last one shorter), one
     batch in one launch, into a workspace of partial results, then their sum in a fixed order (deterministic); the
-    launches built once, the tile oriented to the launch (oriented). None where an operand is not read in place in
-    16-byte chunks; with `halves`, where one is not read in place (a long k read in 8-byte halves lost to the register
-    tiles' split; mid_splits' runs did not)."""
+    launches built once, the tile oriented to the launch (oriented). None where an operand is not read in place (no
+    unit stride); chunks off 16-byte alignment (an odd leading dimension, an offset view) are read in 8-byte halves."""
     from ._matmul_routes import partials_adder
 
-    if not ((reads_pairs(A, 0) and reads_pairs(B, 1)) or
-            (halves and _readable(A, 0)[0] is A and _readable(B, 1)[0] is B)):
+    if _readable(A, 0)[0] is not A or _readable(B, 1)[0] is not B:
         return None
     m, k = A.shape
     n = B.shape[1]

@@ -1,7 +1,7 @@
 """The fast matmul's planner for the tiled kernels: which tile, and how many runs of k, a product takes (plan).
 
 Most products are weighed by the tiles' time model (_tune.product_seconds) over the candidate tiles of their class;
-some FP64 ones are planned by a rule of _dmma's (mid_splits, split_plan's smallest tile) where the model's rates do not
+some FP64 ones are planned by a rule of _dmma's (mid_splits, split_plan) where the model's rates do not
 hold. It reads the GPU through matmul's names (sm_count, resident_tiles, _compute_capability), which the tests stand in
 for.
 """
@@ -44,7 +44,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     between them); for a short k, the tile with the most blocks per SM, and _tune.WIDE_TILE where _wide_takes (a
     batch: it alone, beside X3); for FP64 that _dmma.planned, its tiles alone, k whole (a batch: the 32 x 32 tile
     besides; _dmma.batch_tile: its tile alone; one product that _dmma.mid_splits: SMALLEST, k split so); that
-    _dmma.split_planned, _dmma.split_plan's besides (SMALLEST, on a C past NARROW_SIDE: alone). `count` products
+    _dmma.split_planned, _dmma.split_plan's (on a C past NARROW_SIDE: alone, else besides). `count` products
     launched together (a batch) keep k whole; one with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES, k split
     only. Where x3 is given, matmul_tc.x3_offered's tiles besides (alone: x3_short_k)."""
     large, small = pair
@@ -71,8 +71,9 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
         whole, tiles = True, (batch_tile,)
     elif pipelined and count == 1 and _dmma.split_planned(m, n, k, device_id):
         long_split = _dmma.split_plan(m, n, k, device_id)
-        if long_split[0] == _dmma.SMALLEST and min(m, n) > _tune.NARROW_SIDE:  # (too small for the rates' model)
-            return (_dmma.SMALLEST,) + _tune.split_depth(k, long_split[1], _dmma.SMALLEST.bk, odd=True)
+        if min(m, n) > _tune.NARROW_SIDE:  # (the rates' model has no per-block cost: it picked the register tiles)
+            splits = min(long_split[1], MAX_SPLIT_BYTES // (m * n * dtype.itemsize))
+            return long_split[:1] + _tune.split_depth(k, splits, long_split[0].bk, odd=True)
         tiles += long_split[:1]
     split_only = _tune.SPLIT_TILES.get(dtype, ()) if count == 1 and k > _tune.SMALL_K and not whole else ()
     sms, best = mm.sm_count(device_id), None

@@ -290,7 +290,7 @@ def _route(A, B, out):
         return mm.matmul_tc.x3_launcher(A, B, out, tile, splits, depth)
     if isinstance(tile, _dmma.DmmaTile) and splits > 1:  # a long k, or a grid short of the SMs (mid_splits)
         mid = _dmma.planned(m, n, k, device_id) and _dmma.mid_splits(m, n, k, device_id) > 1
-        run = _dmma.split_launcher(A, B, out, tile, splits, depth, halves=mid)
+        run = _dmma.split_launcher(A, B, out, tile, splits, depth)
         if run is not None:
             return run
         if mid:  # an operand without a unit stride: copied on each call, k whole

@@ -11,7 +11,7 @@ import importlib
 import numpy as np
 import pytest
 
-from cudakit import _check, _compile, _dmma, _tune
+from cudakit import _check, _compile, _dmma, _matmul_plan, _tune
 from conftest import assert_close, assert_compiles_without_spills, needs_sm80, poisoned, random_array
 
 ORDERS = ("C", "F")  # with A and B each: the four (A_KC, B_KC) instantiations
@@ -87,9 +87,8 @@ def test_launcher_on_fresh_operands(a_order, b_order):
 @pytest.mark.parametrize("b_order", ORDERS)
 def test_split_launcher_on_fresh_operands(a_order, b_order):
     """split_launcher() runs k in runs (the last one shorter, one deep too, or one run alone) on every PLANNED and
-    SPLIT_TILES tile that fits, its launches built once and run on fresh operands; an operand not read in 16-byte
-    chunks (off 16-byte alignment, an odd leading dimension, no unit stride) gets None, and with `halves` runs in
-    8-byte halves where it is read in place (not without a unit stride)."""
+    SPLIT_TILES tile that fits, its launches built once and run on fresh operands; an operand off 16-byte alignment
+    or of an odd leading dimension runs in 8-byte halves, one without a unit stride gets None."""
     import cupy
 
     needs_sm80()
@@ -107,8 +106,7 @@ def test_split_launcher_on_fresh_operands(a_order, b_order):
     for odd in (random_array((m, k + 2), np.float64)[:, 1:-1],  # 8 bytes off alignment
                 random_array((m, k + 1), np.float64)[:, :k],  # an odd leading dimension
                 random_array((m, 2 * k), np.float64)[:, ::2]):  # no unit stride
-        assert _dmma.split_launcher(odd, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832) is None
-        run = _dmma.split_launcher(odd, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832, halves=True)
+        run = _dmma.split_launcher(odd, B, poisoned((m, n), np.float64), _dmma.SMALLEST, 5, 832)
         assert (run is None) == (odd.strides[1] != 8), odd.strides
         if run is not None:
             out = poisoned((m, n), np.float64)
@@ -301,21 +299,37 @@ def test_a_small_c_from_split_depth_takes_smallest_in_whole_rounds(h200_planner)
     assert mm.plan(0, np.float64, 128, 128, 2048)[0] != _dmma.SMALLEST  # k short of SPLIT_DEPTH: the register tiles
 
 
-def test_split_plan_pads_c_least_and_fills_one_to_two_rounds(monkeypatch):
+def test_a_small_c_with_a_long_k_takes_split_plans_tile_alone(h200_planner):
+    """From LONG_DEPTH, a C past NARROW_SIDE takes split_plan's tile and runs alone (session 50: the register tiles
+    the model picked ran 1.1-1.6x slower), the partial products within MAX_SPLIT_BYTES; a narrow C weighs the
+    register tiles beside it."""
+    mm = h200_planner
+    for m, n, k in ((173, 92, 97336), (146, 190, 73896), (238, 194, 51301), (150, 214, 265217), (500, 600, 40000)):
+        tile, splits, depth = mm.plan(0, np.float64, m, n, k)
+        wanted, runs = _dmma.split_plan(m, n, k, 0)
+        assert tile == wanted and splits <= runs and (splits - 1) * depth < k <= splits * depth, (m, n, k)
+        assert splits * m * n * 8 <= _matmul_plan.MAX_SPLIT_BYTES
+
+
+def test_split_plan_pads_c_least_and_fills_whole_rounds(monkeypatch):
     """split_plan (GPU-less: 264 resident blocks of each tile stand in for the driver's count): the SPLIT_TILES tile
-    that pads C least, the first on a tie; one round of blocks, two where runs stay MIN_RUN deep, runs at most
-    MAX_RUN deep; SMALLEST for a k short of LONG_DEPTH or where that tile's round would take runs shallower than
-    MIN_RUN."""
+    that pads C least, the first on a tie; whole rounds of blocks (never a round and a few blocks): one, two where
+    runs stay MIN_RUN deep, more where runs would pass MAX_RUN; SMALLEST for a k short of LONG_DEPTH or where that
+    tile's round would take runs shallower than MIN_RUN."""
     monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 264)
     monkeypatch.setattr(_dmma, "fits", lambda tile, device_id: True)
     wide, tall, deep = _dmma.SPLIT_TILES
     assert _dmma.split_plan(28, 57, 873876, 0) == (deep, 528)  # one tile: two rounds
-    assert _dmma.split_plan(101, 122, 264852, 0) == (wide, 258)  # a tie: the first; two rounds cut to MIN_RUN deep
+    assert _dmma.split_plan(101, 122, 264852, 0) == (wide, 132)  # a tie: the first; two rounds' runs under MIN_RUN
     # runs MIN_RUN deep would not fill a round: SMALLEST, two rounds of runs SHALLOW_RUNS[0] deep
     assert _dmma.split_plan(200, 150, 20014, 0) == (_dmma.SMALLEST, 44)
     assert _dmma.split_plan(256, 250, 6000, 0) == (_dmma.SMALLEST, 16)  # (23 runs 256 deep: 1.4 rounds) one round
     assert _dmma.split_plan(128, 128, 4096, 0) == (_dmma.SMALLEST, 32)  # one round's runs, SHALLOW_RUNS[1] deep
     assert _dmma.split_plan(300, 300, 12000, 0) == (_dmma.SMALLEST, 21)  # k short of LONG_DEPTH
-    assert _dmma.split_plan(688, 126, 243866, 0) == (wide, 120)  # runs at most MAX_RUN deep
-    splits = _dmma.split_plan(256, 256, 65536, 0)[1]
-    assert 264 <= splits * 8 <= 2 * 264 and 65536 // splits >= _dmma.MIN_RUN
+    assert _dmma.split_plan(688, 126, 243866, 0) == (wide, 120)  # runs at most MAX_RUN deep: five rounds of 24
+    assert _dmma.split_plan(173, 92, 97336, 0) == (wide, 88)  # (95 runs MIN_RUN deep: a round and 21 blocks) one
+    assert _dmma.split_plan(146, 190, 73896, 0) == (deep, 58)  # 9 tiles: two rounds of 29 runs, 261 blocks each
+    for m, n, k in ((256, 256, 65536), (75, 174, 582715), (150, 214, 265217), (64, 134, 231452)):
+        tile, splits = _dmma.split_plan(m, n, k, 0)
+        grid = -(-m // tile.bm) * -(-n // tile.bn)
+        assert splits % (264 // grid) == 0 and splits * 2 * _dmma.MAX_RUN > k, (m, n, k, splits)

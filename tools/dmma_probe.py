@@ -97,7 +97,7 @@ def split_checked(tile, runs, depth, a_order, b_order, m, k, n):
     """_dmma.split_launcher's run of `runs` products over runs of k `depth` deep, checked on fresh operands."""
     A, B = random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order)
     out = poisoned((m, n), np.float64)
-    fn = _dmma.split_launcher(A, B, out, tile, runs, depth, halves=True)  # (operands read in 8-byte halves too)
+    fn = _dmma.split_launcher(A, B, out, tile, runs, depth)  # (operands read in 8-byte halves too)
     fn(A, B, out)
     err = _check.relative_error(out, cupy.matmul(A, B))
     if not err <= _check.tolerance(np.float64, k):

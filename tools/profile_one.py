@@ -6,7 +6,7 @@ cudaProfilerStart/Stop (`ncu --profile-from-start off` profiles those alone).
     PYTHONPATH=. python3 tools/profile_one.py dot float32 268435456
     PYTHONPATH=. python3 tools/profile_one.py matmul float16 8192 8192 8192 [--variant mma_sync] [--reference]
 
-matmul's dims are m k n, or batch m k n (C-order batches); --reference runs cupy.matmul (cuBLAS) on the same operands
+matmul's dims are m k n, or batch m k n (C-order batches), --order CF: A C-order, B F-order; --reference runs cupy.matmul (cuBLAS) on the same operands
 instead of cudakit.
 """
 from __future__ import annotations
@@ -50,7 +50,9 @@ def main():
         ref = lambda out: float(cupy.linalg.norm(out - A.astype(np.float64) @ x) / cupy.linalg.norm(out)) < 1e-4
     elif args.op == "matmul":
         *batch, m, k, n = args.dims
+        a_order, b_order = (args.order * 2)[:2]  # (one letter: both operands; two: A's, then B's)
         A, B = random_array((*batch, m, k), dtype), random_array((*batch, k, n), dtype)
+        A, B = cupy.asarray(A, order=a_order), cupy.asarray(B, order=b_order)
         call = (lambda: cupy.matmul(A, B)) if args.reference else lambda: cudakit.matmul(A, B, variant=args.variant)
         ref = lambda out: _check.product_error(out, A, B) < 1e-2
     else:

@@ -290,7 +290,7 @@ def pipelined_fp64(small: bool) -> int:
             _dmma.split_launcher(A, B, out, tile, 3, 352)(A, B, out)
             assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, "split", oa, ob)
             A, B = rand((m + 1, k + 1), np.float64, oa)[:m, :k], rand((k + 1, n + 1), np.float64, ob)[:k, :n]
-            _dmma.split_launcher(A, B, out, tile, 3, 352, halves=True)(A, B, out)  # odd lds: lines in halves
+            _dmma.split_launcher(A, B, out, tile, 3, 352)(A, B, out)  # odd lds: lines in halves
             assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, k), (tile, "halves", oa, ob)
             runs += 2
     for tile in dict.fromkeys(_dmma.PLANNED + _dmma.BATCH_TILES):  # a batch of odd steps and lds: every other
