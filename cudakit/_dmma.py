@@ -96,15 +96,18 @@ SHORT_DEPTHS = (9, 16)
 # k (split_launcher: operands read in place, chunks off 16-byte alignment in 8-byte halves). For a C past
 # _tune.NARROW_SIDE the planner takes it alone: the rates' model has no per-block cost and put such products on the
 # register tiles, which ran them slower (docs/NOTES.md, sessions 45 and 50); a narrower C weighs it beside them. From
-# LONG_DEPTH on, its tile is the one of SPLIT_TILES that pads C least, its blocks filling whole rounds of the SMs: one,
-# up to SPLIT_ROUNDS where runs stay MIN_RUN deep, and more where runs of k would pass MAX_RUN (an odd number of
-# slices: _tune.split_depth). A shallower k, or one where that tile's round would take runs shallower than MIN_RUN, is too
-# little work to keep the larger tiles busy: SMALLEST takes it, in about two rounds of its resident blocks where runs
-# stay SHALLOW_RUNS[0] deep and fill TWO_ROUNDS_FILL of the two, else one round where they stay SHALLOW_RUNS[1] deep
-# (a round and a few blocks ran slower than the round).
+# LONG_DEPTH on, its tile is the one of SPLIT_TILES that pads C least (or NARROW_SPLIT_TILE, below), its blocks
+# filling whole rounds of the SMs: one, up to SPLIT_ROUNDS where runs stay MIN_RUN deep, and more where runs of k
+# would pass MAX_RUN (an odd number of slices: _tune.split_depth). A shallower k, or one where that tile's round would
+# take runs shallower than MIN_RUN, is too little work to keep the larger tiles busy: SMALLEST takes it, in about two
+# rounds of its resident blocks where runs stay SHALLOW_RUNS[0] deep and fill TWO_ROUNDS_FILL of the two, else one
+# round where they stay SHALLOW_RUNS[1] deep (a round and a few blocks ran slower than the round).
 SPLIT_DEPTH, LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS, SHALLOW_RUNS = 4096, 16384, 1024, 2048, 2, (256, 128)
 TWO_ROUNDS_FILL = 0.75
 SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 in 32-deep slices
+# split_plan takes the 32 x 32 tile instead where it pads C to at most half of what the SPLIT_TILES tile does: its
+# split ran at about half their rate (docs/NOTES.md, session 50)
+NARROW_SPLIT_TILE = TILES[9]
 # FP64 products `planned` puts on the PLANNED tiles whose SMALLEST grid is short of MID_FILL rounds of its resident
 # blocks: SMALLEST with k split (split_launcher, read in place, 8-byte halves too) so that its blocks fill MID_ROUNDS
 # rounds, in at most MID_MAX_SPLITS runs at least MID_MIN_RUN deep. k whole, such grids left most SMs one block of
@@ -290,12 +293,16 @@ def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
 
 def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
     """(tile, splits) of split_launcher for a small C with a long k: of the SPLIT_TILES that fit, the one that pads C
-    least (the first of those that pad it alike), k cut so that its blocks fill whole rounds of the SMs: one, up to
-    SPLIT_ROUNDS where runs stay MIN_RUN deep, more where runs would pass MAX_RUN; for k short of LONG_DEPTH, or where
-    that round's runs would be shallower than MIN_RUN, SMALLEST in about two rounds of its blocks or one
-    (SHALLOW_RUNS)."""
-    tiles = [t for t in SPLIT_TILES if fits(t, device_id)]
-    tile = min(tiles, key=lambda t: -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn)
+    least (the first of those that pad it alike; NARROW_SPLIT_TILE where it pads C to half of that or less), k cut so
+    that its blocks fill whole rounds of the SMs: one, up to SPLIT_ROUNDS where runs stay MIN_RUN deep, more where
+    runs would pass MAX_RUN; for k short of LONG_DEPTH, or where that round's runs would be shallower than MIN_RUN,
+    SMALLEST in about two rounds of its blocks or one (SHALLOW_RUNS)."""
+    def padded(t: DmmaTile) -> int:
+        return -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn
+
+    tile = min((t for t in SPLIT_TILES if fits(t, device_id)), key=padded)
+    if fits(NARROW_SPLIT_TILE, device_id) and 2 * padded(NARROW_SPLIT_TILE) <= padded(tile):
+        tile = NARROW_SPLIT_TILE
     grid = -(-m // tile.bm) * -(-n // tile.bn)
     one_round = max(1, resident(tile, device_id) // grid)
     if (k < LONG_DEPTH or one_round * MIN_RUN > k) and fits(SMALLEST, device_id):

@@ -83,8 +83,11 @@ class LongkPlan:
 
 # The time model (ns per k step) that picks the tile and decides whether this kernel takes a product: A and B read once
 # from memory at BYTES_PER_NS, and by every tile that needs them from L2 at L2_BYTES_PER_NS; the padded tiles'
-# multiply-adds at FMAS_PER_NS here, at SPLIT_FMAS_PER_NS on the DMMA split's 64 x 64 tiles (the route it replaces).
+# multiply-adds at FMAS_PER_NS here, on the DMMA split (the route it replaces) at SPLIT_FMAS_PER_NS on its 64 x 64
+# tiles; its 32 x 32 tiles (_dmma.NARROW_SPLIT_TILE) read at NARROW_SPLIT_BYTES_PER_NS and multiply-add at
+# NARROW_SPLIT_FMAS_PER_NS.
 BYTES_PER_NS, L2_BYTES_PER_NS, FMAS_PER_NS, SPLIT_FMAS_PER_NS = 3600.0, 7000.0, 8000.0, 20000.0
+NARROW_SPLIT_BYTES_PER_NS, NARROW_SPLIT_FMAS_PER_NS = 3200.0, 10000.0
 MIN_DEPTH = 16384  # (shallower products were not timed)
 MIN_RUN = 8 * SLICE  # the least k a run sums: shallower runs add more partial sums than they save
 
@@ -100,9 +103,16 @@ def tile_cost(tile: LongkTile, rows: int, cols: int) -> tuple:
     return max(reads, compute), fmas if compute >= reads else 0, tiles_m * tiles_n, tile.chunk == 1, fmas
 
 
-def split_cost(m: int, n: int) -> float:
-    """The model's ns per k step of the DMMA split (its 64 x 64 tiles, split of k)."""
-    return max(8 * (m + n) / BYTES_PER_NS, -(-m // 64) * 64 * -(-n // 64) * 64 / SPLIT_FMAS_PER_NS)
+def split_cost(m: int, n: int, k: int, device_id: int) -> float:
+    """The model's ns per k step of the DMMA split: its 32 x 32 tiles where _dmma.split_plan takes them, else its
+    64 x 64 ones."""
+    from . import _dmma
+
+    narrow = (_dmma.split_planned(m, n, k, device_id)
+              and _dmma.split_plan(m, n, k, device_id)[0] == _dmma.NARROW_SPLIT_TILE)
+    side, reads, rate = (32, NARROW_SPLIT_BYTES_PER_NS, NARROW_SPLIT_FMAS_PER_NS) if narrow else \
+        (64, BYTES_PER_NS, SPLIT_FMAS_PER_NS)
+    return max(8 * (m + n) / reads, -(-m // side) * side * -(-n // side) * side / rate)
 
 
 def takes(m: int, n: int, k: int, device_id: int) -> bool:
@@ -112,7 +122,8 @@ def takes(m: int, n: int, k: int, device_id: int) -> bool:
     if k < MIN_DEPTH or min(m, n) < 2 or max(m, n) > 16 * MAX_GRID_YZ or _tune.compute_capability(device_id) < 80:
         return False
     options = [t for t in TILES if fits(t, device_id)]
-    return bool(options) and min(tile_cost(t, *o)[0] for t in options for o in ((m, n), (n, m))) < split_cost(m, n)
+    return bool(options) and (min(tile_cost(t, *o)[0] for t in options for o in ((m, n), (n, m)))
+                              < split_cost(m, n, k, device_id))
 
 
 def plan(m: int, n: int, k: int, device_id: int, tile: LongkTile | None = None, swap: bool | None = None,

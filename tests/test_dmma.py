@@ -87,13 +87,14 @@ def test_launcher_on_fresh_operands(a_order, b_order):
 @pytest.mark.parametrize("b_order", ORDERS)
 def test_split_launcher_on_fresh_operands(a_order, b_order):
     """split_launcher() runs k in runs (the last one shorter, one deep too, or one run alone) on every PLANNED and
-    SPLIT_TILES tile that fits, its launches built once and run on fresh operands; an operand off 16-byte alignment
-    or of an odd leading dimension runs in 8-byte halves, one without a unit stride gets None."""
+    SPLIT_TILES tile and NARROW_SPLIT_TILE that fits, its launches built once and run on fresh operands; an operand
+    off 16-byte alignment or of an odd leading dimension runs in 8-byte halves, one without a unit stride gets None."""
     import cupy
 
     needs_sm80()
     m, k, n = 70, 4130, 50  # even sides: read in place in every layout
-    for tile in (t for t in dict.fromkeys(_dmma.PLANNED + _dmma.SPLIT_TILES) if _dmma.fits(t, 0)):
+    split_tiles = _dmma.PLANNED + _dmma.SPLIT_TILES + (_dmma.NARROW_SPLIT_TILE,)
+    for tile in (t for t in dict.fromkeys(split_tiles) if _dmma.fits(t, 0)):
         for splits, depth in [(5, 832), (3, 1392), (1, k)]:  # (4 runs of 832 and one of 802, ...)
             made = [(random_array((m, k), np.float64, a_order), random_array((k, n), np.float64, b_order))
                     for _ in "ab"]
@@ -313,13 +314,18 @@ def test_a_small_c_with_a_long_k_takes_split_plans_tile_alone(h200_planner):
 
 def test_split_plan_pads_c_least_and_fills_whole_rounds(monkeypatch):
     """split_plan (GPU-less: 264 resident blocks of each tile stand in for the driver's count): the SPLIT_TILES tile
-    that pads C least, the first on a tie; whole rounds of blocks (never a round and a few blocks): one, two where
-    runs stay MIN_RUN deep, more where runs would pass MAX_RUN; SMALLEST for a k short of LONG_DEPTH or where that
-    tile's round would take runs shallower than MIN_RUN."""
+    that pads C least, the first on a tie (NARROW_SPLIT_TILE where it pads C to half of that or less); whole rounds
+    of blocks (never a round and a few blocks): one, two where runs stay MIN_RUN deep, more where runs would pass
+    MAX_RUN; SMALLEST for a k short of LONG_DEPTH or where that tile's round would take runs shallower than
+    MIN_RUN."""
     monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 264)
     monkeypatch.setattr(_dmma, "fits", lambda tile, device_id: True)
     wide, tall, deep = _dmma.SPLIT_TILES
-    assert _dmma.split_plan(28, 57, 873876, 0) == (deep, 528)  # one tile: two rounds
+    # the 32 x 32 tile where it pads C to half of that tile or less: 32 x 64 against 64 x 64 (four rounds of its two
+    # tiles keep runs within MAX_RUN); 96 x 32 against 128 x 64; not 224 x 96 against 256 x 128
+    narrow = _dmma.NARROW_SPLIT_TILE
+    assert _dmma.split_plan(28, 57, 873876, 0) == (narrow, 528) and _dmma.split_plan(84, 26, 752820, 0)[0] == narrow
+    assert _dmma.split_plan(207, 76, 873876, 0)[0] == wide  # (a tie of the three: the first)
     assert _dmma.split_plan(101, 122, 264852, 0) == (wide, 132)  # a tie: the first; two rounds' runs under MIN_RUN
     # runs MIN_RUN deep would not fill a round: SMALLEST, two rounds of runs SHALLOW_RUNS[0] deep
     assert _dmma.split_plan(200, 150, 20014, 0) == (_dmma.SMALLEST, 44)

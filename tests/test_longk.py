@@ -11,7 +11,7 @@ import importlib
 import numpy as np
 import pytest
 
-from cudakit import _compile, _longk
+from cudakit import _compile, _dmma, _longk
 from conftest import assert_close, assert_compiles_without_spills, needs_sm80, poisoned, random_array
 
 ORDERS = ("C", "F")
@@ -46,13 +46,17 @@ def test_the_cost_model_prefers_little_padding_and_the_runs_cover_k(monkeypatch,
 
 
 @pytest.mark.parametrize("m, n, k, takes", [(34, 19, 2597332, True), (7, 144, 1202891, True), (32, 32, 10**6, True),
-                                            (64, 64, 10**6, False), (128, 128, 300000, False),
+                                            (64, 64, 10**6, False), (128, 128, 300000, False), (84, 26, 752820, False),
                                             (34, 19, _longk.MIN_DEPTH - 1, False), (1, 50, 10**6, False),
                                             (2, 16 * 65535 + 1, _longk.MIN_DEPTH, False)])
 def test_the_route_takes_a_small_c_with_a_long_k(monkeypatch, m, n, k, takes):
-    """A C whose padded tiles cost less than the DMMA split's 64 x 64 ones, k from MIN_DEPTH, never one row."""
+    """A C whose padded tiles cost less than the DMMA split's (its 64 x 64 tiles, or the 32 x 32 ones where
+    _dmma.split_plan takes them; a stand-in H200's resident blocks), k from MIN_DEPTH, never one row."""
     monkeypatch.setattr(_longk, "fits", lambda tile, device_id: True)
     monkeypatch.setattr(_longk._tune, "compute_capability", lambda device_id: 90)
+    monkeypatch.setattr(_dmma, "fits", lambda tile, device_id: True)
+    monkeypatch.setattr(_dmma, "sm_count", lambda device_id: 132)
+    monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 132 * (5 if tile.bm == 32 else 2))
     assert _longk.takes(m, n, k, 0) == takes
 
 

@@ -338,9 +338,8 @@ def test_tf32_follows_cupys_compute_type_unless_told():
 def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monkeypatch):
     """The fast variant's FP64 path on sm_80+: products at least _dmma.MIN_DEPTH deep, both sides of C past
     NARROW_SIDE, whose C gives most SMs a tile of the pipelined kernel's smallest take its tiles, k whole, in every
-    layout. A small C with a long k is planned on them too, k split: they take it where both operands are read in
-    place in 16-byte chunks, else the register tiles do. A C whose smallest tiles leave the SMs short of
-    _dmma.MID_FILL rounds takes them with k split (_dmma.mid_splits), operands read in 8-byte halves too."""
+    layout. A small C with a long k is planned on them too, k split. A C whose smallest tiles leave the SMs short of
+    _dmma.MID_FILL rounds takes them with k split (_dmma.mid_splits). Both read operands in 8-byte halves too."""
     import cupy
 
     from cudakit import _dmma, _matmul_routes
@@ -364,8 +363,7 @@ def test_float64_products_planned_on_the_pipelined_dmma_kernel(orders, mkn, monk
     B = random_array((k, n), np.float64, orders[1])
     out = cudakit.matmul(A, B, out=poisoned((m, n), np.float64))
     if long_k:
-        in_place = _dmma.reads_pairs(A, 0) and _dmma.reads_pairs(B, 1)
-        assert (taken, split) == ([], [tile] if in_place else []), (tile, in_place)
+        assert (taken, split) == ([], [tile]), tile
     else:
         assert (taken, split) == (([], [tile]) if mid else ([tile], [])), (tile, mid)
     assert_close(out, A.astype(np.float64) @ B.astype(np.float64), np.float64, k)

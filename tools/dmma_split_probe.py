@@ -47,7 +47,8 @@ def entries(A, B, out, ref, k, tiles):
 
 
 def main():
-    tiles = _dmma.TILES if "--all-tiles" in sys.argv else tuple(dict.fromkeys(_dmma.PLANNED + _dmma.SPLIT_TILES))
+    split_tiles = _dmma.PLANNED + _dmma.SPLIT_TILES + (_dmma.NARROW_SPLIT_TILE,)
+    tiles = _dmma.TILES if "--all-tiles" in sys.argv else tuple(dict.fromkeys(split_tiles))
     for text in (a for a in sys.argv[1:] if a != "--all-tiles"):
         A, B, out, (m, k, n) = product_operands(text, np.float64)
         ref = cupy.matmul(A, B)

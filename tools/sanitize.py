@@ -282,7 +282,8 @@ def pipelined_fp64(small: bool) -> int:
             _dmma.run(A, B, out, tile)
             assert _check.product_error(out, A, B) <= _check.tolerance(np.float64, A.shape[1]), (tile, "offset views")
             runs += 1
-    for tile in dict.fromkeys(_dmma.PLANNED + _dmma.SPLIT_TILES):  # k in runs, the last one shorter, off the slice
+    # k in runs, the last one shorter, off the slice
+    for tile in dict.fromkeys(_dmma.PLANNED + _dmma.SPLIT_TILES + (_dmma.NARROW_SPLIT_TILE,)):
         for oa, ob in (("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")):
             m, k, n = 70, 1030, 50
             A, B = rand((m, k), np.float64, oa), rand((k, n), np.float64, ob)
