@@ -105,7 +105,7 @@ SHORT_DEPTHS = (9, 16)
 SPLIT_DEPTH, LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS, SHALLOW_RUNS = 4096, 16384, 1024, 2048, 2, (256, 128)
 TWO_ROUNDS_FILL = 0.75
 SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 in 32-deep slices
-# split_plan takes the 32 x 32 tile instead where it pads C to at most half of what the SPLIT_TILES tile does: its
+# split_plan takes the 32 x 32 tile instead where it pads C to less than half of what the SPLIT_TILES tile does: its
 # split ran at about half their rate (docs/NOTES.md, session 50)
 NARROW_SPLIT_TILE = TILES[9]
 # FP64 products `planned` puts on the PLANNED tiles whose SMALLEST grid is short of MID_FILL rounds of its resident
@@ -293,7 +293,7 @@ def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
 
 def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
     """(tile, splits) of split_launcher for a small C with a long k: of the SPLIT_TILES that fit, the one that pads C
-    least (the first of those that pad it alike; NARROW_SPLIT_TILE where it pads C to half of that or less), k cut so
+    least (the first of those that pad it alike; NARROW_SPLIT_TILE where it pads C to less than half of that), k cut so
     that its blocks fill whole rounds of the SMs: one, up to SPLIT_ROUNDS where runs stay MIN_RUN deep, more where
     runs would pass MAX_RUN; for k short of LONG_DEPTH, or where that round's runs would be shallower than MIN_RUN,
     SMALLEST in about two rounds of its blocks or one (SHALLOW_RUNS)."""
@@ -301,7 +301,7 @@ def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
         return -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn
 
     tile = min((t for t in SPLIT_TILES if fits(t, device_id)), key=padded)
-    if fits(NARROW_SPLIT_TILE, device_id) and 2 * padded(NARROW_SPLIT_TILE) <= padded(tile):
+    if fits(NARROW_SPLIT_TILE, device_id) and 2 * padded(NARROW_SPLIT_TILE) < padded(tile):
         tile = NARROW_SPLIT_TILE
     grid = -(-m // tile.bm) * -(-n // tile.bn)
     one_round = max(1, resident(tile, device_id) // grid)

@@ -314,17 +314,18 @@ def test_a_small_c_with_a_long_k_takes_split_plans_tile_alone(h200_planner):
 
 def test_split_plan_pads_c_least_and_fills_whole_rounds(monkeypatch):
     """split_plan (GPU-less: 264 resident blocks of each tile stand in for the driver's count): the SPLIT_TILES tile
-    that pads C least, the first on a tie (NARROW_SPLIT_TILE where it pads C to half of that or less); whole rounds
+    that pads C least, the first on a tie (NARROW_SPLIT_TILE where it pads C to less than half of that); whole rounds
     of blocks (never a round and a few blocks): one, two where runs stay MIN_RUN deep, more where runs would pass
     MAX_RUN; SMALLEST for a k short of LONG_DEPTH or where that tile's round would take runs shallower than
     MIN_RUN."""
     monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 264)
     monkeypatch.setattr(_dmma, "fits", lambda tile, device_id: True)
     wide, tall, deep = _dmma.SPLIT_TILES
-    # the 32 x 32 tile where it pads C to half of that tile or less: 32 x 64 against 64 x 64 (four rounds of its two
-    # tiles keep runs within MAX_RUN); 96 x 32 against 128 x 64; not 224 x 96 against 256 x 128
+    assert _dmma.split_plan(28, 57, 873876, 0) == (deep, 528)  # one tile: two rounds (32 x 32 tiles pad it to half)
+    # the 32 x 32 tile where it pads C to less than half of that tile: 96 x 32 against 128 x 64 (five rounds of its
+    # three tiles keep runs within MAX_RUN), 32 x 96 against 64 x 128; not 224 x 96 against 256 x 128
     narrow = _dmma.NARROW_SPLIT_TILE
-    assert _dmma.split_plan(28, 57, 873876, 0) == (narrow, 528) and _dmma.split_plan(84, 26, 752820, 0)[0] == narrow
+    assert _dmma.split_plan(84, 26, 752820, 0) == (narrow, 440) and _dmma.split_plan(30, 84, 504841, 0)[0] == narrow
     assert _dmma.split_plan(207, 76, 873876, 0)[0] == wide  # (a tie of the three: the first)
     assert _dmma.split_plan(101, 122, 264852, 0) == (wide, 132)  # a tie: the first; two rounds' runs under MIN_RUN
     # runs MIN_RUN deep would not fill a round: SMALLEST, two rounds of runs SHALLOW_RUNS[0] deep
