@@ -1,15 +1,15 @@
 """FP64 products of a small C with a long k through kernels/matmul_longk.cu: k cut into runs, each block one run of one
 small tile of C on the tensor cores (its warps splitting k among them), the runs' partial Cs added in a fixed order.
-These products are bound by reading A and B; the DMMA split's 64 x 64 tiles pad a narrow C to 64 and read it at half
-the memory's speed. `plan` picks the orientation (C or C^T = B^T @ A^T), the tile and the runs; `launcher` builds the
-launches once per geometry (matmul's routes keep them).
+These products are bound by reading A and B; the DMMA split's tiles pad a narrow C to 32 or 64 and read it slower
+(`takes` weighs the two by a time model). `plan` picks the orientation (C or C^T = B^T @ A^T), the tile and the runs;
+`launcher` builds the launches once per geometry (matmul's routes keep them).
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
 
-from . import _tune
+from . import _dmma, _tune
 from ._compile import instantiation, kernel, rebased, resident_blocks
 from ._device import shared_per_block, sm_count, workspace
 
@@ -106,8 +106,6 @@ def tile_cost(tile: LongkTile, rows: int, cols: int) -> tuple:
 def split_cost(m: int, n: int, k: int, device_id: int) -> float:
     """The model's ns per k step of the DMMA split: its 32 x 32 tiles where _dmma.split_plan takes them, else its
     64 x 64 ones."""
-    from . import _dmma
-
     narrow = (_dmma.split_planned(m, n, k, device_id)
               and _dmma.split_plan(m, n, k, device_id)[0] == _dmma.NARROW_SPLIT_TILE)
     side, reads, rate = (32, NARROW_SPLIT_BYTES_PER_NS, NARROW_SPLIT_FMAS_PER_NS) if narrow else \
