@@ -65,7 +65,7 @@ TILES = (
     DmmaTile(64, 64, 32, 32, 32, 3),  # 96 KiB: 256 bytes of each line a slice (split_plan's alone)
     DmmaTile(128, 64, 16, 64, 32, 3),  # 128 threads, 72 KiB: two blocks an SM, each past the other's barriers
     DmmaTile(64, 128, 16, 32, 64, 3),
-    DmmaTile(32, 32, 16, 16, 16, 5),  # 128 threads, 40 KiB: five blocks an SM, for batches of a small C
+    DmmaTile(32, 32, 16, 16, 16, 5),  # 128 threads, 40 KiB: five blocks an SM, for a small C (batches, splits)
 )
 DEFAULT = TILES[2]  # the tile run() and launcher() take where none is given
 # The tiles whole-k products are planned on (rates in _tune.TILE_TFLOPS): two blocks an SM of 64 x 128 or 128 x 64 in
@@ -284,8 +284,9 @@ def mid_splits(m: int, n: int, k: int, device_id: int) -> int:
 
 
 def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
-    """Whether matmul's planner weighs split_plan's tile with k split for an m x k x n FP64 product: sm_80 and later, k
-    at least SPLIT_DEPTH, C short of one SMALLEST tile per SM, and a SPLIT_TILES tile that fits."""
+    """Whether matmul's planner takes split_plan's tile with k split for an m x k x n FP64 product (weighs it beside the
+    register tiles, for a narrow C): sm_80 and later, k at least SPLIT_DEPTH, C short of one SMALLEST tile per SM, and
+    a SPLIT_TILES tile that fits."""
     return (k >= SPLIT_DEPTH and _tune.compute_capability(device_id) >= 80
             and -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn) < sm_count(device_id)
             and any(fits(t, device_id) for t in SPLIT_TILES))
@@ -293,18 +294,21 @@ def split_planned(m: int, n: int, k: int, device_id: int) -> bool:
 
 def split_plan(m: int, n: int, k: int, device_id: int) -> tuple[DmmaTile, int]:
     """(tile, splits) of split_launcher for a small C with a long k: of the SPLIT_TILES that fit, the one that pads C
-    least (the first of those that pad it alike; NARROW_SPLIT_TILE where it pads C to less than half of that), k cut so
-    that its blocks fill whole rounds of the SMs: one, up to SPLIT_ROUNDS where runs stay MIN_RUN deep, more where
-    runs would pass MAX_RUN; for k short of LONG_DEPTH, or where that round's runs would be shallower than MIN_RUN,
-    SMALLEST in about two rounds of its blocks or one (SHALLOW_RUNS)."""
+    least (the first of those that pad it alike; NARROW_SPLIT_TILE where it pads C to less than half of that and its
+    round's runs stay MIN_RUN deep), k cut so that its blocks fill whole rounds of the SMs: one, up to SPLIT_ROUNDS
+    where runs stay MIN_RUN deep, more where runs would pass MAX_RUN; for k short of LONG_DEPTH, or where that round's
+    runs would be shallower than MIN_RUN, SMALLEST in about two rounds of its blocks or one (SHALLOW_RUNS)."""
     def padded(t: DmmaTile) -> int:
         return -(-m // t.bm) * t.bm * -(-n // t.bn) * t.bn
 
+    def round_runs(t: DmmaTile) -> int:  # runs of k whose blocks fill one round of t's resident blocks
+        return max(1, resident(t, device_id) // (-(-m // t.bm) * -(-n // t.bn)))
+
     tile = min((t for t in SPLIT_TILES if fits(t, device_id)), key=padded)
-    if fits(NARROW_SPLIT_TILE, device_id) and 2 * padded(NARROW_SPLIT_TILE) < padded(tile):
-        tile = NARROW_SPLIT_TILE
-    grid = -(-m // tile.bm) * -(-n // tile.bn)
-    one_round = max(1, resident(tile, device_id) // grid)
+    narrow = NARROW_SPLIT_TILE
+    if fits(narrow, device_id) and 2 * padded(narrow) < padded(tile) and round_runs(narrow) * MIN_RUN <= k:
+        tile = narrow  # (where its round's runs would be shallower than MIN_RUN, the SPLIT_TILES tile's may not be)
+    grid, one_round = -(-m // tile.bm) * -(-n // tile.bn), round_runs(tile)
     if (k < LONG_DEPTH or one_round * MIN_RUN > k) and fits(SMALLEST, device_id):
         grid, slots = -(-m // SMALLEST.bm) * -(-n // SMALLEST.bn), resident(SMALLEST, device_id)
         two_rounds, one_round = min(2 * slots // grid, k // SHALLOW_RUNS[0]), min(slots // grid, k // SHALLOW_RUNS[1])

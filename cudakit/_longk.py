@@ -106,11 +106,11 @@ def tile_cost(tile: LongkTile, rows: int, cols: int) -> tuple:
 def split_cost(m: int, n: int, k: int, device_id: int) -> float:
     """The model's ns per k step of the DMMA split: its 32 x 32 tiles where _dmma.split_plan takes them, else its
     64 x 64 ones."""
-    narrow = (_dmma.split_planned(m, n, k, device_id)
-              and _dmma.split_plan(m, n, k, device_id)[0] == _dmma.NARROW_SPLIT_TILE)
-    side, reads, rate = (32, NARROW_SPLIT_BYTES_PER_NS, NARROW_SPLIT_FMAS_PER_NS) if narrow else \
-        (64, BYTES_PER_NS, SPLIT_FMAS_PER_NS)
-    return max(8 * (m + n) / reads, -(-m // side) * side * -(-n // side) * side / rate)
+    tile = _dmma.split_plan(m, n, k, device_id)[0] if _dmma.split_planned(m, n, k, device_id) else None
+    if tile == _dmma.NARROW_SPLIT_TILE:
+        return max(8 * (m + n) / NARROW_SPLIT_BYTES_PER_NS,
+                   -(-m // tile.bm) * tile.bm * -(-n // tile.bn) * tile.bn / NARROW_SPLIT_FMAS_PER_NS)
+    return max(8 * (m + n) / BYTES_PER_NS, -(-m // 64) * 64 * -(-n // 64) * 64 / SPLIT_FMAS_PER_NS)
 
 
 def takes(m: int, n: int, k: int, device_id: int) -> bool:

@@ -305,11 +305,15 @@ def test_a_small_c_with_a_long_k_takes_split_plans_tile_alone(h200_planner):
     the model picked ran 1.1-1.6x slower), the partial products within MAX_SPLIT_BYTES; a narrow C weighs the
     register tiles beside it."""
     mm = h200_planner
-    for m, n, k in ((173, 92, 97336), (146, 190, 73896), (238, 194, 51301), (150, 214, 265217), (500, 600, 40000)):
+    for m, n, k in ((173, 92, 97336), (146, 190, 73896), (238, 194, 51301), (150, 214, 265217), (500, 600, 40000),
+                    (555, 274, 2094389)):  # (the last one's runs cut to MAX_SPLIT_BYTES)
         tile, splits, depth = mm.plan(0, np.float64, m, n, k)
         wanted, runs = _dmma.split_plan(m, n, k, 0)
         assert tile == wanted and splits <= runs and (splits - 1) * depth < k <= splits * depth, (m, n, k)
         assert splits * m * n * 8 <= _matmul_plan.MAX_SPLIT_BYTES
+    # a narrow C: split_plan's 32 x 32 tile weighed beside the register tiles, and taken (as on the GPU)
+    narrow = _dmma.NARROW_SPLIT_TILE
+    assert mm.plan(0, np.float64, 84, 26, 752820)[0] == _dmma.split_plan(84, 26, 752820, 0)[0] == narrow
 
 
 def test_split_plan_pads_c_least_and_fills_whole_rounds(monkeypatch):
@@ -327,6 +331,9 @@ def test_split_plan_pads_c_least_and_fills_whole_rounds(monkeypatch):
     narrow = _dmma.NARROW_SPLIT_TILE
     assert _dmma.split_plan(84, 26, 752820, 0) == (narrow, 440) and _dmma.split_plan(30, 84, 504841, 0)[0] == narrow
     assert _dmma.split_plan(207, 76, 873876, 0)[0] == wide  # (a tie of the three: the first)
+    # not where its round's runs would be shallower than MIN_RUN (five blocks an SM of it, two of the others)
+    monkeypatch.setattr(_dmma, "resident", lambda tile, device_id: 660 if tile == narrow else 264)
+    assert _dmma.split_plan(659, 25, 28179, 0) == (deep, 24) and _dmma.split_plan(84, 26, 752820, 0)[0] == narrow
     assert _dmma.split_plan(101, 122, 264852, 0) == (wide, 132)  # a tie: the first; two rounds' runs under MIN_RUN
     # runs MIN_RUN deep would not fill a round: SMALLEST, two rounds of runs SHALLOW_RUNS[0] deep
     assert _dmma.split_plan(200, 150, 20014, 0) == (_dmma.SMALLEST, 44)
@@ -339,4 +346,4 @@ def test_split_plan_pads_c_least_and_fills_whole_rounds(monkeypatch):
     for m, n, k in ((256, 256, 65536), (75, 174, 582715), (150, 214, 265217), (64, 134, 231452)):
         tile, splits = _dmma.split_plan(m, n, k, 0)
         grid = -(-m // tile.bm) * -(-n // tile.bn)
-        assert splits % (264 // grid) == 0 and splits * 2 * _dmma.MAX_RUN > k, (m, n, k, splits)
+        assert splits % (264 // grid) == 0 and k <= splits * _dmma.MAX_RUN, (m, n, k, splits)

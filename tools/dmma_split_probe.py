@@ -1,13 +1,13 @@
 """Probe: FP64 long-k products with a small C on the pipelined DMMA kernel, k split (_dmma.split_launcher), every
-PLANNED and SPLIT_TILES tile at 1, 2 and 4 rounds of its blocks (runs cut as the planner cuts them), beside
-cupy.matmul and cudakit.matmul (the planner's pick).
+PLANNED and SPLIT_TILES tile and NARROW_SPLIT_TILE at 1, 2 and 4 rounds of its blocks (runs cut as the planner
+cuts them), beside cupy.matmul and cudakit.matmul (the planner's pick).
 
     PYTHONPATH=. python3 tools/dmma_split_probe.py [--all-tiles] 28x587148x48:CF ...   (m x k x n, A's and B's orders)
 
 --all-tiles: every tile of _dmma.TILES that fits.
 
 Each entry is checked against cupy.matmul first; GPU time, cudakit.bench.timing.measure (CUDA events, median).
-An operand the split cannot read in place (split_launcher gives None) is reported as such.
+An operand the split cannot read in place (no unit stride: split_launcher gives None) is reported as such.
 """
 import importlib
 import sys

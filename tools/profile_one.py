@@ -6,8 +6,8 @@ cudaProfilerStart/Stop (`ncu --profile-from-start off` profiles those alone).
     PYTHONPATH=. python3 tools/profile_one.py dot float32 268435456
     PYTHONPATH=. python3 tools/profile_one.py matmul float16 8192 8192 8192 [--variant mma_sync] [--reference]
 
-matmul's dims are m k n, or batch m k n (C-order batches), --order CF: A C-order, B F-order; --reference runs cupy.matmul (cuBLAS) on the same operands
-instead of cudakit.
+matmul's dims are m k n, or batch m k n; --order CF: A C-order, B F-order (one letter: both); --reference runs
+cupy.matmul (cuBLAS) on the same operands instead of cudakit.
 """
 from __future__ import annotations
 
