@@ -48,6 +48,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     launched together (a batch) keep k whole; one with k past _tune.SMALL_K also weighs _tune.SPLIT_TILES, k split
     only. Where x3 is given, matmul_tc.x3_offered's tiles besides (alone: x3_short_k)."""
     large, small = pair
+    kept_splits = MAX_SPLIT_BYTES // (m * n * dtype.itemsize)  # the most partial products MAX_SPLIT_BYTES holds
     wide = _wide_takes(dtype, m, n, k, count, vectors, device_id)
     x3_tiles = () if x3 is None else mm.matmul_tc.x3_offered(dtype, m, n, k, count, mm._compute_capability(device_id))
     if x3_tiles and mm.matmul_tc.x3_short_k(m, n, k):
@@ -72,7 +73,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
     elif pipelined and count == 1 and _dmma.split_planned(m, n, k, device_id):
         long_split = _dmma.split_plan(m, n, k, device_id)
         if min(m, n) > _tune.NARROW_SIDE:  # (the rates' model has no per-block cost: it picked the register tiles)
-            splits = min(long_split[1], MAX_SPLIT_BYTES // (m * n * dtype.itemsize))
+            splits = min(long_split[1], kept_splits)
             return long_split[:1] + _tune.split_depth(k, splits, long_split[0].bk, odd=True)
         tiles += long_split[:1]
     split_only = _tune.SPLIT_TILES.get(dtype, ()) if count == 1 and k > _tune.SMALL_K and not whole else ()
@@ -84,7 +85,7 @@ def _plan(pair: tuple[Tile, Tile], device_id: int, dtype, m: int, n: int, k: int
             mm.matmul_tc.resident(tile, device_id) if tc else mm.resident_tiles(tile, dtype, device_id)
         rounds = MAX_SPLIT_ROUNDS if grid * MAX_SPLIT_ROUNDS >= slots else 1
         least = MIN_SPLIT_DEPTH if grid >= slots else max(MIN_SMALL_GRID_SPLIT_DEPTH, MIN_SPLIT_SLICES * tile.bk)
-        most = min(k // least, MAX_SPLIT_BYTES // (m * n * dtype.itemsize))
+        most = min(k // least, kept_splits)
         wave = mm.matmul_tc.X3_WAVE_SPLITS if tc and slots <= grid < 2 * slots else 1  # (X3: no stream-K tail)
         counts = _tune.split_counts(min(most, max(rounds * slots // grid, wave)) if count == 1 and not whole else 1)
         counts = counts[1:] if tile in split_only else counts
