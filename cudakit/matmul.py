@@ -242,7 +242,8 @@ register(FAMILY, [
     Variant(FAMILY, "fast", "tile and split of k chosen by a time model (the tiles tuned for this GPU among them), no "
             "edge checks in interior tiles' k loop, a stream-K tail instead of a partial last wave, misaligned operands "
             "padded, a thread per line of C for a side of C up to 32 with short k (skinny), blocks "
-            "summing runs of a long k for a small C (dots; in batches, C up to 16 x 16 past k = 64); "
+            "summing runs of a long k for a small C (dots; in batches, C up to 16 x 16 past k = 64); batches of a C "
+            "of few rows streaming B once (fewrows); "
             "FP64 on the tensor cores (sm_80+; a long k split for a small C); float16, bfloat16 and TF32 on the "
             "tensor-core kernels",
             _matmul_routes.run_fast, dtypes=("float32", "float64", "float16", "bfloat16")),

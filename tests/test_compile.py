@@ -10,11 +10,12 @@ nvrtc = pytest.importorskip("cuda.bindings.nvrtc",
                             reason="NVRTC check needs the test extra: pip install -e .[test12] (or .[test13])")
 
 FAMILIES = ("matvec", "matmul", "matmul_tc", "matmul_wgmma", "matmul_dmma", "matmul_longk", "matmul_shortk",
-            "transpose", "dot", "resize", "ceilings")
+            "matmul_fewrows", "transpose", "dot", "resize", "ceilings")
 # The family's Python module, where it is not cudakit.<family>: the bench's ceiling kernels are not an op; the
 # Hopper kernels live beside the tensor-map code that launches them.
 MODULES = {"ceilings": "cudakit._ceilings", "matmul_wgmma": "cudakit._hopper", "matmul_dmma": "cudakit._dmma",
-           "matmul_longk": "cudakit._longk", "matmul_shortk": "cudakit._shortk"}
+           "matmul_longk": "cudakit._longk", "matmul_shortk": "cudakit._shortk",
+           "matmul_fewrows": "cudakit._fewrows"}
 
 
 def family_archs(family: str) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cudakit
-from cudakit import _matmul_batch, _matmul_routes, _tune
+from cudakit import _fewrows, _matmul_batch, _matmul_routes, _tune
 from conftest import assert_close, matmul_ref64 as ref64, poisoned, random_array
 
 mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
@@ -109,6 +109,7 @@ def test_batches_of_tiny_products_take_the_tiny_kernel(dtype, bmkn, monkeypatch)
     yields = _matmul_batch.tiny_yields(m, n, k, count, cupy.cuda.Device().id, np.dtype(dtype).itemsize)
     taken, pipelined = [], []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})  # each geometry's launches made anew, here
+    monkeypatch.setattr(_fewrows, "takes", lambda *args: False)  # (it takes some of these first)
     monkeypatch.setattr(_dmma, "launches",
                         lambda *a, make=_dmma.launches, **kw: pipelined.append(a[3]) or make(*a, **kw))
     monkeypatch.setattr(_matmul_batch, "tiny_launches",
@@ -150,6 +151,7 @@ def test_many_tiny_products_over_a_long_k_take_the_tiny_kernel_chunk_by_chunk(dt
         count = max(count, _dmma.resident(_dmma.BATCH_TILES[0], cupy.cuda.Device().id) + 1)
     taken = []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
+    monkeypatch.setattr(_fewrows, "takes", lambda *args: False)  # (it takes some of these first)
     monkeypatch.setattr(_matmul_batch, "tiny_launches",
                         lambda *args, run=_matmul_batch.tiny_launches: taken.append(run(*args)) or taken[-1])
     width = 16 // np.dtype(dtype).itemsize
@@ -237,6 +239,7 @@ def test_batches_of_tiny_c_with_a_deeper_k_take_the_dots_kernel(dtype, mkn, monk
     taken = []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
     monkeypatch.setattr(_matmul_batch, "tiny_tile", lambda *args: None)  # (off for every shape: it takes some first)
+    monkeypatch.setattr(_fewrows, "takes", lambda *args: False)  # (it takes a C of few rows first)
     monkeypatch.setattr(_matmul_routes, "dots_launches",
                         lambda *args, make=_matmul_routes.dots_launches: taken.append(args[3]) or make(*args))
     half = count // 2

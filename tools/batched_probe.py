@@ -22,7 +22,7 @@ import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _check, _dmma, _matmul_batch, _matmul_plan, _matmul_routes, matmul_tc
+from cudakit import _check, _dmma, _fewrows, _matmul_batch, _matmul_plan, _matmul_routes, _shortk, matmul_tc
 from cudakit.bench import timing
 
 BUDGET = timing.Budget(row_s=0.05, min_runs=5, max_runs=200)
@@ -47,7 +47,8 @@ def draw(rng: random.Random, count: int):
 
 matmul = importlib.import_module("cudakit.matmul")  # (the module: cudakit.matmul names the function)
 ROUTES = ((_matmul_batch, "tiny_launches"), (_matmul_batch, "small_launches"), (_matmul_routes, "dots_launches"),
-          (_dmma, "launches"), (matmul_tc, "x3_batch_launches"), (matmul, "tile_launches"))
+          (_dmma, "launches"), (matmul_tc, "x3_batch_launches"), (matmul, "tile_launches"), (_shortk, "launches"),
+          (_fewrows, "launches"))
 taken: list = []
 
 
@@ -107,7 +108,7 @@ def setting(text: str) -> list:
         target, expr = assignment.strip().split("=", 1)
         module, name = target.rsplit(".", 1)
         module = importlib.import_module(f"cudakit.{module}")
-        scope = {"_dmma": _dmma, "_matmul_batch": _matmul_batch, "_matmul_routes": _matmul_routes}
+        scope = {"_dmma": _dmma, "_matmul_batch": _matmul_batch, "_matmul_routes": _matmul_routes, "_fewrows": _fewrows}
         changes.append((module, name, eval(expr, {**vars(module), **scope, "bm_staged": bm_staged})))
     return changes
 

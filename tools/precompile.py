@@ -17,10 +17,11 @@ import os
 import sys
 import time
 
-FAMILIES = ("matmul", "matmul_dmma", "matmul_longk", "matmul_shortk", "matmul_tc", "matmul_wgmma", "matvec",
-            "transpose", "dot", "resize", "ceilings")
+FAMILIES = ("matmul", "matmul_dmma", "matmul_longk", "matmul_shortk", "matmul_fewrows", "matmul_tc", "matmul_wgmma",
+            "matvec", "transpose", "dot", "resize", "ceilings")
 MODULES = {"ceilings": "cudakit._ceilings", "matmul_wgmma": "cudakit._hopper", "matmul_dmma": "cudakit._dmma",
-           "matmul_longk": "cudakit._longk", "matmul_shortk": "cudakit._shortk"}
+           "matmul_longk": "cudakit._longk", "matmul_shortk": "cudakit._shortk",
+           "matmul_fewrows": "cudakit._fewrows"}
 
 
 def groups(family: str) -> list[tuple[str, ...]]:

@@ -433,6 +433,30 @@ def x3_tiles(small: bool) -> int:
     return runs
 
 
+def few_rows(small: bool) -> int:
+    """Every M and columns-a-lane width of the few-rows kernel, both dtypes: several units a block, chunks of a wide C
+    ending at the allocation's end, narrow units over a long k, an F-order A and a broadcast B."""
+    from cudakit import _fewrows
+
+    runs = 0
+    shapes = [(3, 1, 5), (40, 3, 70)] if small else [(3, 1, 5), (40, 3, 70), (5, 300, 33), (2, 2000, 130)]
+    for dtype in (np.float32, np.float64):
+        for m in range(2, _fewrows.TAKES_ROWS[np.dtype(dtype).itemsize] + 1):
+            for count, k, n in shapes:
+                A, B = rand((count, k, m), dtype).transpose(0, 2, 1), rand((count, k, n), dtype)
+                out = cupy.empty((count, m, n), dtype)
+                p = _fewrows.plan(m, n, k, count)
+                for args in _fewrows.launches(p, A[0], B[0], out.data.ptr, count, (m * k, k * n, m * n)):
+                    launch(*args)
+                for i in range(count):
+                    assert _check.product_error(out[i], A[i], B[i]) <= _check.tolerance(dtype, k), (m, k, n, p)
+                for args in _fewrows.launches(p, A[0], B[0], out.data.ptr, count, (m * k, 0, m * n)):
+                    launch(*args)
+                assert _check.product_error(out[count - 1], A[count - 1], B[0]) <= _check.tolerance(dtype, k)
+                runs += 2
+    return runs
+
+
 PARTS = {
     "matmul": matmul_variants,
     "vectors": vector_variants,
@@ -443,6 +467,7 @@ PARTS = {
     "dmma": pipelined_fp64,  # the pipelined FP64 kernel
     "longk": long_k_fp64,  # the streaming FP64 kernel for a long k
     "shortk": short_k,  # the short-k writer
+    "fewrows": few_rows,  # batches of a C of few rows
     "tiles": lambda small: simt_tiles(),  # the fast matmul's SIMT tiles, whole and split
     "x3": x3_tiles,
 }
