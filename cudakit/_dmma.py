@@ -95,13 +95,12 @@ SHORT_DEPTHS = (9, 16)
 # FP64 products at least SPLIT_DEPTH deep whose C leaves SMs without a SMALLEST tile: split_plan's tile and split of
 # k (split_launcher: operands read in place, chunks off 16-byte alignment in 8-byte halves). For a C past
 # _tune.NARROW_SIDE the planner takes it alone: the rates' model has no per-block cost and put such products on the
-# register tiles, which ran them slower (docs/NOTES.md, sessions 45, 50 and 51: from k = 1024, 72 of 130 sweep
-# products ran over 5% faster so, 15 over 5% slower, all of these under 20 µs); a narrower C weighs it beside them. From
-# LONG_DEPTH on, its tile is the one of SPLIT_TILES that pads C least (or NARROW_SPLIT_TILE, below), its blocks
-# filling whole rounds of the SMs: one, up to SPLIT_ROUNDS where runs stay MIN_RUN deep, and more where runs of k
-# would pass MAX_RUN (an odd number of slices: _tune.split_depth). A shallower k, or one where that tile's round would
-# take runs shallower than MIN_RUN, is too little work to keep the larger tiles busy: SMALLEST takes it, in about two
-# rounds of its resident blocks where runs stay SHALLOW_RUNS[0] deep and fill TWO_ROUNDS_FILL of the two, else one
+# register tiles, which ran them slower (docs/NOTES.md, sessions 45, 50 and 51: from SPLIT_DEPTH, only some short
+# products ran slower split); a narrower C weighs it beside them. From LONG_DEPTH on, its tile is the one of
+# SPLIT_TILES that pads C least (or NARROW_SPLIT_TILE, below), its blocks filling whole rounds of the SMs: one, up to
+# SPLIT_ROUNDS where runs stay MIN_RUN deep, and more where runs of k would pass MAX_RUN (an odd number of slices:
+# _tune.split_depth). A shallower k, or one where that tile's round would take runs shallower than MIN_RUN, is too
+# little work to keep the larger tiles busy: SMALLEST takes it, in about two rounds of its resident blocks where runs stay SHALLOW_RUNS[0] deep and fill TWO_ROUNDS_FILL of the two, else one
 # round where they stay SHALLOW_RUNS[1] deep (a round and a few blocks ran slower than the round).
 SPLIT_DEPTH, LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS, SHALLOW_RUNS = 1024, 16384, 1024, 2048, 2, (256, 128)
 TWO_ROUNDS_FILL = 0.75

@@ -14,8 +14,8 @@ from ._compile import instantiation, kernel
 FAMILY = "matmul_fewrows"
 THREADS = 256  # FEWROWS_THREADS in matmul_fewrows.cu
 # The batches taken: C of 2 to TAKES_ROWS[element size] rows (one row is a matrix-vector product), where the tiny
-# kernel does not take them. Taller FP32 C ran faster on the register tiles, taller FP64 C on the DMMA tiles, by up to
-# 2x at 8 rows; those taken ran 1.0-3.6x faster than on their earlier routes past a few µs (docs/NOTES.md, session 51).
+# kernel does not take them. Taller FP32 C ran faster on the register tiles, taller FP64 C on the DMMA tiles; of the
+# batches taken, only some short ones ran slower than on their earlier routes (docs/NOTES.md, session 51).
 TAKES_ROWS = {4: 6, 8: 4}  # (and the instantiated M: 2 to these)
 COLS = (1, 2, 4)  # the instantiated columns a lane
 # A unit has at most MAX_WIDTH lanes (a warp's whole line of B's row), each taking the most COLS that leave it at

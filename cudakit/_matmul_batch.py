@@ -351,14 +351,14 @@ def _batched_launches(a, b, c, batch: tuple) -> tuple[list, tuple | None, bool]:
     few = (not tiny and _fewrows.takes(m, n, k, products, item) and _fewrows.reads(a0, b0)
            and _fewrows.plan(m, n, k, count, mm.sm_count(device_id)))
     pipelined_first = not (tiny or few) and pipelined_takes(m, n, k, products, device_id, item)
-    shortk = not (tiny or few) and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)  # (k under BATCH_SHORT_DEPTH)
+    shortk = not (tiny or few) and past_small_limits(m, n, k) and _shortk.takes(item, k, m, n)  # (k < BATCH_SHORT_DEPTH)
     small = None if tiny or few or shortk or pipelined_first else small_tile(m, n, k, item)
     if small and past_small_limits(m, n, k) and mm._matmul_routes.x3_short_k_takes(c.dtype, m, n, k, device_id):
         small = None  # (a short k takes X3 before the short-k tiles)
     dots = not (tiny or few or shortk or small or yielded) and batch_dots_takes(m, k, n, products, device_id, c.dtype)
     shortk = shortk and _shortk.plan(m, n, k, item, count=count, sms=mm.sm_count(device_id))
     tile = None
-    if not (tiny or few or shortk or small or dots):  # (FP64: the pipelined kernel reads chunks off 16 bytes in halves, in place)
+    if not (tiny or few or shortk or small or dots):  # (FP64: the pipelined kernel reads chunks off 16 bytes in halves)
         x3 = mm.matmul_tc.x3_batch_copies(a0, b0, steps) if mm._matmul_routes.X3 and c.dtype == mm.F32 else None
         tile = mm.plan(device_id, c.dtype, m, n, k, products, vectors=mm.reads_vectors(a0, b0, steps), x3=x3)[0]
     pipelined = isinstance(tile, _dmma.DmmaTile)

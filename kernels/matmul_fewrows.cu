@@ -1,10 +1,10 @@
-// Batches of products whose C has few rows (M of them): each element of B serves only M multiply-adds,
-// so the product streams B once at memory speed, where the register tiles would pad C's rows to a tile's height and
-// step through k one slice at a time. A block's threads are cut into units of `width` column lanes by `slices` k
-// slices: unit u of block x takes product p = (x * units + u) / chunks, C's columns [q * width * COLS, +width * COLS)
-// with q = (x * units + u) % chunks; its lane l takes COLS of them, width apart from the unit's l-th, and every
-// slices-th k from its slice on, all M rows of A at each. A warp's lanes read whole runs of B's rows. Each unit then adds its slices' sums by row and
-// column in shared memory, slice by slice (a fixed order: deterministic), and stores C a row at a time.
+// Batches of products whose C has few rows (M of them): each element of B serves only M multiply-adds, so the product
+// streams B once, where the register tiles would pad C's rows to a tile's height and step through k one slice at a
+// time. A block's threads are cut into units of `width` column lanes by `slices` k slices: unit u of block x takes
+// product p = (x * units + u) / chunks, C's columns [q * width * COLS, +width * COLS) with q = (x * units + u) %
+// chunks; its lane l takes COLS of them, width apart from the unit's l-th, and every slices-th k from its slice on,
+// all M rows of A at each. A warp's lanes read whole runs of B's rows. Each unit then adds its slices' sums by row
+// and column in shared memory, slice by slice (a fixed order: deterministic), and stores C a row at a time.
 //
 // Contract: C_p = A_p @ B_p for p < count, A_p m x k (strides a_row, a_col in elements, any), B_p k x n with unit
 // column stride (rows ldb elements apart), C_p m x n C-contiguous; A_p = A + p * step_a, B_p = B + p * step_b,
@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(FEWROWS_THREADS)
     const int u = threadIdx.x / group, lane = threadIdx.x % group % width, slice = threadIdx.x % group / width;
     const index_t unit = (index_t)blockIdx.x * units + u;
     const index_t p = unit / chunks;
-    const int c0 = (int)(unit % chunks) * width * COLS;  // the unit's first column; its lane's are c0 + lane + j * width
+    const int c0 = (int)(unit % chunks) * width * COLS;  // the unit's first column; its lanes': c0 + lane + j * width
     const bool active = u < units && p < count;
     T acc[M][COLS];
 #pragma unroll

@@ -72,7 +72,8 @@ def test_batches_of_a_few_rows(dtype, bmkn, monkeypatch):
     taken = []
     monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
     monkeypatch.setattr(_matmul_batch, "tiny_tile", lambda *args: None)  # (it takes some of these first)
-    monkeypatch.setattr(_fewrows, "launches", lambda *args, run=_fewrows.launches: taken.append(args[4]) or run(*args))
+    monkeypatch.setattr(_fewrows, "launches",
+                        lambda *args, run=_fewrows.launches: taken.append(args[4]) or run(*args))
     half = -(-count // 2)
     operands = [(random_array((count, m, k), dtype), random_array((count, k, n), dtype)),
                 (random_array((count, k, m), dtype).transpose(0, 2, 1), random_array((count, k, n + 3), dtype)[:, :, 1:n + 1]),

@@ -75,13 +75,13 @@ def main():
         ratios.append((t_cupy / lib, t_cupy / new))
         print(f"{text:22} cupy {t_cupy * 1e6:8.1f} library {lib * 1e6:8.1f} ({t_cupy / lib:.2f}) set {new * 1e6:8.1f} "
               f"({t_cupy / new:.2f}) set/library {lib / new:.2f}", flush=True)
-        del A, B, out, ref
+        A = B = out = ref = None  # (freed before the next shape draws its operands)
         cupy.get_default_memory_pool().free_all_blocks()
     lib, new = (np.array([r[i] for r in ratios]) for i in (0, 1))
     geo = lambda x: float(np.exp(np.log(x).mean()))
     print(f"library: geomean {geo(lib):.3f} min {lib.min():.2f} under 0.9 {(lib < 0.9).sum()} | set: geomean "
-          f"{geo(new):.3f} min {new.min():.2f} under 0.9 {(new < 0.9).sum()} | set/library geomean {geo(new / lib):.3f}, "
-          f"{(new / lib > 1.05).sum()} over 5% faster, {(new / lib < 0.95).sum()} over 5% slower")
+          f"{geo(new):.3f} min {new.min():.2f} under 0.9 {(new < 0.9).sum()} | set/library geomean "
+          f"{geo(new / lib):.3f}, {(new / lib > 1.05).sum()} over 5% faster, {(new / lib < 0.95).sum()} over 5% slower")
 
 
 if __name__ == "__main__":
