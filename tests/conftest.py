@@ -72,6 +72,18 @@ def assert_close(out, ref64, dtype, k, what=""):
     assert err <= tol, f"{what}: relative error {err:.3e} > {tol:.1e}"
 
 
+def assert_products_close(operands, dtype, k, what=""):
+    """cudakit.matmul(a, b, out=out) of each (a, b) into a poisoned out, the same out returned and within
+    assert_close of float64."""
+    import cudakit
+
+    for a, b in operands:
+        want = matmul_ref64(a, b)
+        out = poisoned(want.shape, dtype)
+        assert cudakit.matmul(a, b, out=out) is out
+        assert_close(out, want, dtype, k, f"{what} {a.shape} {a.strides} {b.shape} {b.strides}")
+
+
 def on_a_side_stream(op, out):
     """Run op(out) as a pipeline on its own stream would, and return out.
 

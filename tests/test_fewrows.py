@@ -14,7 +14,8 @@ import pytest
 
 import cudakit
 from cudakit import _compile, _fewrows, _matmul_batch
-from conftest import assert_close, assert_compiles_without_spills, matmul_ref64 as ref64, poisoned, random_array
+from conftest import (assert_close, assert_compiles_without_spills, assert_products_close, matmul_ref64 as ref64,
+                      poisoned, random_array)
 
 DTYPES = (np.float32, np.float64)
 # (count, m, k, n): one, two and four columns a lane; several units a block (short k); chunks of a wide C; narrow
@@ -81,11 +82,7 @@ def test_batches_of_a_few_rows(dtype, bmkn, monkeypatch):
                 (random_array((m, k), dtype), random_array((count, k, n), dtype)),
                 (random_array((count, m, k), dtype), cupy.broadcast_to(random_array((k, n), dtype), (count, k, n))),
                 (random_array((2, half, m, k), dtype), random_array((1, half, k, n), dtype))]
-    for a, b in operands:
-        want = ref64(a, b)
-        out = poisoned(want.shape, dtype)
-        assert cudakit.matmul(a, b, out=out) is out
-        assert_close(out, want, dtype, k, f"{bmkn} {a.strides} {b.strides}")
+    assert_products_close(operands, dtype, k, str(bmkn))
     assert taken == [count] * 5 + [half] * 2, taken
 
 

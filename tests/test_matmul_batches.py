@@ -9,7 +9,7 @@ import pytest
 
 import cudakit
 from cudakit import _fewrows, _matmul_batch, _matmul_routes, _tune
-from conftest import assert_close, matmul_ref64 as ref64, poisoned, random_array
+from conftest import assert_close, assert_products_close, matmul_ref64 as ref64, poisoned, random_array
 
 mm = importlib.import_module("cudakit.matmul")  # the module (cudakit.matmul is the function)
 mv = importlib.import_module("cudakit.matvec")
@@ -43,11 +43,7 @@ def test_batches_of_a_short_k_past_the_small_kernel_take_the_short_k_writer(dtyp
                 (random_array((m, k), dtype), random_array((count, k, n), dtype)),
                 (random_array((count, m, k), dtype), cupy.broadcast_to(random_array((k, n), dtype), (count, k, n))),
                 (random_array((2, count, m, k), dtype), random_array((1, count, k, n), dtype)[:, ::-1])]
-    for a, b in operands:
-        want = ref64(a, b)
-        out = poisoned(want.shape, dtype)
-        assert cudakit.matmul(a, b, out=out) is out
-        assert_close(out, want, dtype, k, f"{bmkn} {a.strides} {b.strides}")
+    assert_products_close(operands, dtype, k, str(bmkn))
     assert taken[:4] == [count] * 4 and len(taken) >= 5
 
 
@@ -248,11 +244,7 @@ def test_batches_of_tiny_c_with_a_deeper_k_take_the_dots_kernel(dtype, mkn, monk
                 (random_array((m, k), dtype), random_array((count, k, n), dtype)),
                 (random_array((count, m, k), dtype), cupy.broadcast_to(random_array((k, n), dtype), (count, k, n))),
                 (random_array((2, half, m, k), dtype), random_array((1, half, k, n), dtype))]
-    for a, b in operands:
-        want = ref64(a, b)
-        out = poisoned(want.shape, dtype)
-        assert cudakit.matmul(a, b, out=out) is out
-        assert_close(out, want, dtype, k, f"{mkn} {a.shape} {a.strides} {b.shape} {b.strides}")
+    assert_products_close(operands, dtype, k, str(mkn))
     assert taken == [count] * 4 + [half] * 2
 
 

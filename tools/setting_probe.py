@@ -12,39 +12,17 @@ between the two.
 from __future__ import annotations
 
 import argparse
-import importlib
 
 import cupy
 import numpy as np
 
 import cudakit
-from cudakit import _check, _matmul_routes
+from batched_probe import applied, setting  # (tools/: --set's parsing, and forgetting the planned routes)
+from cudakit import _check
 from cudakit.bench import timing
 from cudakit.testing import product_operands
 
-mm = importlib.import_module("cudakit.matmul")
 BUDGET = timing.Budget(row_s=0.03, min_runs=3, max_runs=60)
-
-
-def parse(text: str) -> list:
-    """[(module, name, value)] of "module.NAME=EXPR[; ...]" (modules of cudakit)."""
-    changes = []
-    for assignment in text.split(";"):
-        target, expr = assignment.strip().split("=", 1)
-        module, name = target.rsplit(".", 1)
-        module = importlib.import_module(f"cudakit.{module}")
-        changes.append((module, name, eval(expr, vars(module))))
-    return changes
-
-
-def applied(changes) -> list:
-    """Set each (module, name, value) and forget the planned routes; the previous values."""
-    before = [(module, name, getattr(module, name)) for module, name, _ in changes]
-    for module, name, value in changes:
-        setattr(module, name, value)
-    mm._plan.cache_clear()
-    _matmul_routes._routes.clear()
-    return before
 
 
 def main():
@@ -56,7 +34,7 @@ def main():
     args = ap.parse_args()
     dtype = np.dtype(args.dtype)
     shapes = args.shapes + (open(args.shapes_file).read().split() if args.shapes_file else [])
-    other, ratios = parse(args.set), []
+    other, ratios = setting(args.set), []
     for text in shapes:
         A, B, out, (m, k, n) = product_operands(text, dtype)
         ref = cupy.matmul(A, B)
