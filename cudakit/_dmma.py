@@ -100,8 +100,9 @@ SHORT_DEPTHS = (9, 16)
 # SPLIT_TILES that pads C least (or NARROW_SPLIT_TILE, below), its blocks filling whole rounds of the SMs: one, up to
 # SPLIT_ROUNDS where runs stay MIN_RUN deep, and more where runs of k would pass MAX_RUN (an odd number of slices:
 # _tune.split_depth). A shallower k, or one where that tile's round would take runs shallower than MIN_RUN, is too
-# little work to keep the larger tiles busy: SMALLEST takes it, in about two rounds of its resident blocks where runs stay SHALLOW_RUNS[0] deep and fill TWO_ROUNDS_FILL of the two, else one
-# round where they stay SHALLOW_RUNS[1] deep (a round and a few blocks ran slower than the round).
+# little work to keep the larger tiles busy: SMALLEST takes it, in about two rounds of its resident blocks where runs
+# stay SHALLOW_RUNS[0] deep and fill TWO_ROUNDS_FILL of the two, else one round where they stay SHALLOW_RUNS[1] deep
+# (a round and a few blocks ran slower than the round).
 SPLIT_DEPTH, LONG_DEPTH, MIN_RUN, MAX_RUN, SPLIT_ROUNDS, SHALLOW_RUNS = 1024, 16384, 1024, 2048, 2, (256, 128)
 TWO_ROUNDS_FILL = 0.75
 SPLIT_TILES = (TILES[4], TILES[3], TILES[6])  # 64 x 128, 128 x 64, and 64 x 64 in 32-deep slices

@@ -26,7 +26,7 @@ MAX_WIDTH = 32
 SLICE_DEPTH = 8
 MIN_BLOCKS_PER_SM, MIN_UNIT = 2, 4  # (plan: narrower units, down to MIN_UNIT lanes, to fill the GPU)
 MAX_GRID_X = 2**31 - 1
-MAX_SIDE = 2**31 - 1  # n and k are ints in the kernel
+MAX_SIDE = 2**31 - 1 - 2 * THREADS  # n and k are ints in the kernel, which steps past them by up to two rounds of lanes
 
 
 @dataclass(frozen=True)

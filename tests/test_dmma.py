@@ -297,8 +297,9 @@ def test_a_small_c_from_split_depth_takes_smallest_in_whole_rounds(h200_planner)
         blocks = splits * -(-m // tile.bm) * -(-n // tile.bn)
         assert tile == _dmma.SMALLEST and (splits - 1) * depth < k <= splits * depth, (m, n, k)
         assert blocks <= 396 or 594 <= blocks <= 792, (m, n, k, splits)
-    assert mm.plan(0, np.float64, 128, 128, 2048)[0] == _dmma.SMALLEST  # from SPLIT_DEPTH (session 51)
-    assert mm.plan(0, np.float64, 128, 128, 1000)[0] != _dmma.SMALLEST  # k short of SPLIT_DEPTH: the register tiles
+    depth = _dmma.SPLIT_DEPTH
+    assert mm.plan(0, np.float64, 128, 128, depth)[0] == _dmma.SMALLEST  # from SPLIT_DEPTH (session 51: 1024)
+    assert mm.plan(0, np.float64, 128, 128, depth - 1)[0] != _dmma.SMALLEST  # k short of it: the register tiles
 
 
 def test_a_small_c_with_a_long_k_takes_split_plans_tile_alone(h200_planner):

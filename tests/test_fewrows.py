@@ -18,10 +18,11 @@ from conftest import (assert_close, assert_compiles_without_spills, assert_produ
                       poisoned, random_array)
 
 DTYPES = (np.float32, np.float64)
-# (count, m, k, n): one, two and four columns a lane; several units a block (short k); chunks of a wide C; narrow
-# units (few products over a long k); a k not a whole round of slices; each m taken
+# (count, m, k, n): one, two and four columns a lane; several units a block, the last block's partly past the batch
+# (many products of a short k); chunks of a wide C; narrow units (few products over a long k); a k not a whole round
+# of slices; each m taken
 BATCHES = [(174, 4, 707, 6), (31, 3, 912, 117), (50, 2, 11, 78), (7, 3, 117, 33), (3, 2, 4096, 64),
-           (13, 4, 6, 72), (40, 2, 1, 270), (9, 3, 300, 1000), (300, 2, 3, 5), (5, 4, 67, 129)]
+           (13, 4, 6, 72), (40, 2, 1, 270), (9, 3, 300, 1000), (2000, 2, 3, 5), (1500, 4, 40, 70), (5, 4, 67, 129)]
 ROWS_F32 = [(60, 5, 130, 45), (9, 6, 1000, 200)]
 
 
@@ -42,12 +43,19 @@ def test_the_plan_covers_c_with_units_that_fit_the_block(m, n, k, count):
     assert p.blocks(count) * p.units >= count * p.chunks
 
 
-def test_the_route_takes_a_few_rows_where_the_tiny_kernel_does_not():
+def test_the_test_batches_plan_every_layout_of_units():
+    plans = [_fewrows.plan(m, n, k, count) for count, m, k, n in BATCHES]
+    assert {p.cols for p in plans} == set(_fewrows.COLS)
+    assert any(p.units > 1 and count * p.chunks % p.units for p, (count, *_) in zip(plans, BATCHES))
+    assert any(p.chunks > 1 for p in plans) and any(p.width < 8 and p.slices > 32 for p in plans)
+
+
+def test_the_route_takes_batches_of_a_few_rows():
     takes = _fewrows.takes
     assert takes(2, 78, 11, 5813, 4) and takes(6, 78, 11, 2, 4) and takes(4, 33, 117, 5093, 8)
     assert not takes(7, 78, 11, 5813, 4) and not takes(5, 33, 117, 5093, 8)  # taller C: the tiles
     assert not takes(1, 78, 11, 5813, 4) and not takes(3, 78, 11, 1, 4)  # one row; one product (2-D routes)
-    assert _matmul_batch.tiny_tile(4, 8, 8, 100.0) and _fewrows.takes(4, 8, 8, 100 * 132, 4)  # (asked after tiny)
+    assert not takes(3, _fewrows.MAX_SIDE + 1, 11, 2, 4) and not takes(3, 11, _fewrows.MAX_SIDE + 1, 2, 4)
 
 
 def test_the_kernel_reads_b_with_unit_column_stride_only():
@@ -84,6 +92,23 @@ def test_batches_of_a_few_rows(dtype, bmkn, monkeypatch):
                 (random_array((2, half, m, k), dtype), random_array((1, half, k, n), dtype))]
     assert_products_close(operands, dtype, k, str(bmkn))
     assert taken == [count] * 5 + [half] * 2, taken
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_tiny_kernel_keeps_the_batches_it_takes(dtype, monkeypatch):
+    count, m, k, n = 2000, 4, 8, 8
+    assert _matmul_batch.tiny_tile(m, n, k, count / 132) and _fewrows.takes(m, n, k, count, np.dtype(dtype).itemsize)
+    taken = []
+    monkeypatch.setattr(_matmul_batch, "_BATCH_LAUNCHES", {})
+    monkeypatch.setattr(_fewrows, "launches", lambda *args: pytest.fail("the few-rows kernel took a tiny batch"))
+    monkeypatch.setattr(_matmul_batch, "tiny_launches",
+                        lambda *args, run=_matmul_batch.tiny_launches: taken.append(args[4]) or run(*args))
+    a, b = random_array((count, m, k), dtype), random_array((count, k, n), dtype)
+    out = poisoned((count, m, n), dtype)
+    cudakit.matmul(a, b, out=out)
+    assert_close(out, ref64(a, b), dtype, k, "tiny batch")
+    assert taken == [count]
 
 
 @pytest.mark.gpu
